@@ -1,0 +1,29 @@
+"""Entry point. Dispatches the latency-critical paths before importing the CLI stack.
+
+``lore --version`` and ``lore hook prompt`` run on every shell completion and
+every agent prompt; importing typer alone costs ~150 ms on a small machine.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args in (["--version"], ["-V"]):
+        from lore import __version__
+
+        sys.stdout.write(f"lore {__version__}\n")
+        return
+    if len(args) >= 2 and args[0] == "hook" and args[1] == "prompt" and "--help" not in args:
+        from lore.hook import run_prompt_hook
+
+        sys.exit(run_prompt_hook(args[2:]))
+    from lore.cli.app import run
+
+    sys.exit(run(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The typer application: global options, command registration, and the one exit point.
+
+Commands parse arguments, call the core, and hand results to a renderer. Any
+``LoreError`` raised below becomes ``Error: ...`` on stderr and its exit code in
+``LoreGroup.invoke``; tracebacks only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from lore import __version__
+from lore.errors import LoreError
+from lore.paths import Locations
+
+
+@dataclass
+class AppState:
+    data_dir: str | None = None
+    index_dir: str | None = None
+    project: str | None = None
+    debug: bool = False
+
+    @property
+    def locations(self) -> Locations:
+        return Locations.resolve(self.data_dir, self.index_dir)
+
+    def store(self, channel: str = "cli") -> Any:
+        from lore.store import Store
+        from lore.store.audit import actor_from_env
+
+        return Store(self.locations.data_dir, actor=actor_from_env(channel))
+
+    def current_project(self, cwd: Path | None = None) -> str:
+        if self.project:
+            return self.project
+        from lore.project import detect_project
+
+        return detect_project(cwd)
+
+
+def report_error(error: LoreError) -> None:
+    """The single place where core errors become user-facing messages."""
+    message = f"Error: {error.message}"
+    if error.hint:
+        message += f"\nHint: {error.hint}"
+    typer.echo(message, err=True)
+
+
+class LoreGroup(TyperGroup):
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except LoreError as error:
+            state = ctx.obj if isinstance(ctx.obj, AppState) else None
+            if state is not None and state.debug:
+                raise
+            report_error(error)
+            ctx.exit(error.exit_code)
+
+
+app = typer.Typer(
+    cls=LoreGroup,
+    name="lore",
+    help="A memory that compounds: decisions, patterns and handoffs in flat files, with hybrid search.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lore {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    data_dir: str | None = typer.Option(None, "--data-dir", help="Data directory (default: $LORE_DATA_DIR or the platform data dir).", envvar=None),
+    index_dir: str | None = typer.Option(None, "--index-dir", help="Index directory (default: $LORE_INDEX_DIR or a per-data-dir cache folder)."),
+    project: str | None = typer.Option(None, "--project", "-P", help="Project for new records and the search boost (default: detected from the working directory)."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    ctx.obj = AppState(data_dir=data_dir, index_dir=index_dir, project=project, debug=debug)
+
+
+def state(ctx: typer.Context) -> AppState:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, AppState) else AppState()
+
+
+def _register() -> None:
+    # Imported for their side effect of registering commands on ``app``.
+    from lore.cli import (  # noqa: F401
+        cmd_agent,
+        cmd_capture,
+        cmd_curate,
+        cmd_index,
+        cmd_read,
+        cmd_search,
+    )
+
+
+_register()
+
+
+def run(args: list[str]) -> int:
+    """Run the CLI with ``args``; return the process exit code."""
+    try:
+        app(args=args, prog_name="lore")
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    except LoreError as error:  # raised outside a command (e.g. in a callback)
+        if "--debug" in args:
+            raise
+        report_error(error)
+        return error.exit_code
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,1 @@
+"""Agent integration commands (registered in a later step)."""

@@ -1,0 +1,1 @@
+"""Index commands (registered in a later step)."""

@@ -1,0 +1,219 @@
+"""Commands that read the store directly: show, list, resume, stats, doctor."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import orjson
+import typer
+
+from lore.cli.app import app, state
+from lore.errors import NotFoundError
+from lore.render.records import KIND_LABEL, handoff_text, list_line, record_json, show_text
+from lore.store.records import RELATIONS, normalise_kind
+from lore.store.store import GRAPH
+from lore.timeparse import parse_when
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _warn_load(snapshot, quiet: bool = False) -> None:  # type: ignore[no-untyped-def]
+    if quiet or not snapshot.warnings:
+        return
+    for warning in snapshot.warnings[:5]:
+        typer.echo(f"Warning: {warning}", err=True)
+    if len(snapshot.warnings) > 5:
+        typer.echo(f"Warning: {len(snapshot.warnings) - 5} more problem(s); run `lore doctor`", err=True)
+
+
+@app.command()
+def show(
+    ctx: typer.Context,
+    record_id: str = typer.Argument(..., help="Record id (a unique prefix works)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
+) -> None:
+    """Show one record in full, with its links."""
+    store = state(ctx).store()
+    store.require()
+    snapshot = store.load()
+    record = snapshot.get(record_id)
+    if as_json:
+        payload = record_json(record)
+        payload["links"] = [
+            {"from": e.source, "to": e.target, "relation": e.relation, "weight": e.weight}
+            for e in snapshot.edges if record.id in (e.source, e.target)
+        ]  # fmt: skip
+        typer.echo(orjson.dumps(payload).decode())
+        return
+    links = []
+    for edge in snapshot.edges:
+        if edge.source == record.id:
+            links.append(("out", edge.relation, snapshot.records.get(edge.target)))
+        elif edge.target == record.id:
+            links.append(("in", edge.relation, snapshot.records.get(edge.source)))
+    typer.echo(show_text(record, _now(), links), nl=False)
+
+
+@app.command("list")
+def list_cmd(
+    ctx: typer.Context,
+    kind: str | None = typer.Option(None, "--type", help="Only this type (decision, pattern, anti-pattern, lesson, handoff, failure, observation)."),
+    project: str | None = typer.Option(None, "--project", help="Only this project."),
+    tag: list[str] | None = typer.Option(None, "--tag", help="Only records with this tag (repeatable: all must match)."),
+    since: str | None = typer.Option(None, "--since", help="Only records at or after this time (2025-03-01, 30d, 6mo)."),
+    until: str | None = typer.Option(None, "--until", help="Only records before this time."),
+    include_all: bool = typer.Option(False, "--all", help="Include superseded and retracted records."),
+    limit: int | None = typer.Option(None, "--limit", "-n", min=1, help="At most this many (newest first)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List records, newest first."""
+    store = state(ctx).store()
+    store.require()
+    snapshot = store.load()
+    _warn_load(snapshot)
+    now = _now()
+    kinds = {normalise_kind(kind)} if kind else None
+    since_at = parse_when(since, now) if since else None
+    until_at = parse_when(until, now) if until else None
+    wanted_tags = [t.lstrip("#").lower() for t in tag or []]
+    epoch = datetime.min.replace(tzinfo=UTC)
+    selected = []
+    for record in snapshot.records.values():
+        if kinds and record.kind not in kinds:
+            continue
+        if project and record.project != project:
+            continue
+        if not include_all and not record.active:
+            continue
+        if wanted_tags and not all(t in [x.lower() for x in record.tags] for t in wanted_tags):
+            continue
+        moment = record.timestamp
+        if since_at and (moment is None or moment < since_at):
+            continue
+        if until_at and (moment is None or moment >= until_at):
+            continue
+        selected.append(record)
+    selected.sort(key=lambda r: (r.timestamp or epoch, r.id), reverse=True)
+    if limit:
+        selected = selected[:limit]
+    if as_json:
+        typer.echo(orjson.dumps([record_json(r) for r in selected]).decode())
+        return
+    for record in selected:
+        typer.echo(list_line(record))
+    if not selected:
+        typer.echo("No records match.", err=True)
+
+
+@app.command()
+def resume(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show the latest handoff for the current project."""
+    st = state(ctx)
+    store = st.store()
+    store.require()
+    project = st.current_project()
+    handoffs = [r for r in store.load().of_kind("handoff") if r.project == project]
+    if not handoffs:
+        raise NotFoundError(f"no handoff for project {project!r}", hint="leave one with `lore handoff TEXT --next ...`")
+    epoch = datetime.min.replace(tzinfo=UTC)
+    latest = max(handoffs, key=lambda r: (r.timestamp or epoch, r.id))
+    if as_json:
+        typer.echo(orjson.dumps(record_json(latest)).decode())
+    else:
+        typer.echo(handoff_text(latest, _now()), nl=False)
+
+
+@app.command()
+def stats(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Count records by type, status and project."""
+    store = state(ctx).store()
+    store.require()
+    snapshot = store.load()
+    by_kind: dict[str, int] = {}
+    by_status: dict[str, int] = {}
+    by_project: dict[str, int] = {}
+    for record in snapshot.records.values():
+        by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
+        by_status[record.status] = by_status.get(record.status, 0) + 1
+        by_project[record.project or "-"] = by_project.get(record.project or "-", 0) + 1
+    payload = {
+        "data_dir": str(store.data_dir),
+        "records": len(snapshot.records),
+        "by_type": {k: by_kind[k] for k in KIND_LABEL if k in by_kind},
+        "by_status": dict(sorted(by_status.items())),
+        "by_project": dict(sorted(by_project.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "edges": len(snapshot.edges),
+        "warnings": len(snapshot.warnings),
+    }
+    if as_json:
+        typer.echo(orjson.dumps(payload).decode())
+        return
+    typer.echo(f"{payload['records']} records in {store.data_dir}")
+    for kind, count in payload["by_type"].items():
+        typer.echo(f"  {KIND_LABEL[kind]:<13} {count}")
+    typer.echo("Status: " + ", ".join(f"{k} {v}" for k, v in payload["by_status"].items()))
+    typer.echo("Projects: " + ", ".join(f"{k} {v}" for k, v in payload["by_project"].items()))
+    typer.echo(f"Edges: {payload['edges']}")
+    if snapshot.warnings:
+        typer.echo(f"Problems: {len(snapshot.warnings)} (run `lore doctor`)")
+
+
+@app.command()
+def doctor(
+    ctx: typer.Context,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Check the data dir: malformed lines, duplicate ids, dangling edges, unknown relations, audit chain."""
+    from lore.store import audit
+
+    store = state(ctx).store()
+    store.require()
+    snapshot = store.load()
+    problems: list[dict[str, object]] = []
+
+    def problem(kind: str, where: str, message: str) -> None:
+        problems.append({"kind": kind, "where": where, "message": message})
+
+    for warning in snapshot.warnings:
+        where = f"{warning.path}" + (f":{warning.line}" if warning.line else "")
+        message = (f"field '{warning.field}': " if warning.field else "") + warning.message
+        problem("malformed", where, message)
+    for record_id, places in snapshot.duplicate_ids.items():
+        for path, line in places[:-1]:
+            problem("duplicate-id", f"{path}:{line}", f"{record_id} also appears later; the last version wins")
+    graph_path = store.path(GRAPH)
+    for edge in snapshot.edges:
+        where = f"{graph_path}:{edge.line}" if edge.line else str(graph_path)
+        for end in (edge.source, edge.target):
+            if end not in snapshot.records:
+                problem("dangling-edge", where, f"{edge.source} -{edge.relation}-> {edge.target}: {end} does not exist")
+        if edge.relation not in RELATIONS:
+            problem("unknown-relation", where, f"relation {edge.relation!r} is not one of {', '.join(RELATIONS)}")
+    for record in snapshot.records.values():
+        target = record.raw.get("superseded_by")
+        if isinstance(target, str) and target and target not in snapshot.records:
+            problem("dangling-reference", f"{record.source}:{record.line}", f"{record.id} is superseded by missing {target}")
+    checked, broken = audit.verify(store.data_dir)
+    if broken is not None:
+        where = f"{store.data_dir / audit.AUDIT_PATH}:{broken.line}"
+        problem("audit-chain", where, f"seq {broken.seq}: {broken.message}" if broken.seq else broken.message)
+    if as_json:
+        typer.echo(orjson.dumps({"ok": not problems, "records": len(snapshot.records), "audit_entries": checked,
+                                 "problems": problems}).decode())  # fmt: skip
+    else:
+        for p in problems:
+            typer.echo(f"{p['where']}: {p['kind']}: {p['message']}")
+        if problems:
+            typer.echo(f"{len(problems)} problem(s) in {store.data_dir}")
+        else:
+            typer.echo(f"No problems found in {store.data_dir} ({len(snapshot.records)} records, {checked} audit entries)")
+    if problems:
+        raise typer.Exit(1)

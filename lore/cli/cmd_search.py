@@ -1,0 +1,1 @@
+"""Search commands (registered in a later step)."""

@@ -1,0 +1,81 @@
+"""Where lore keeps things: the data dir (truth), the index dir and the cache dir (derived)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+APP_NAME = "lore"
+
+
+def _platform_data_dir() -> Path:
+    # ~/.local/share/lore on Linux: the original bash Lore's default.
+    if sys.platform.startswith("linux"):
+        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        return Path(base) / APP_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def cache_dir() -> Path:
+    """Per-user cache dir (indexes, hook log, helper sockets)."""
+    env = os.environ.get("LORE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform.startswith("linux"):
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return Path(base) / APP_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def state_dir() -> Path:
+    """Per-user state dir (access history for reinforcement, hook opt-outs)."""
+    env = os.environ.get("LORE_STATE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform.startswith("linux"):
+        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+        return Path(base) / APP_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+
+
+def resolve_data_dir(option: str | Path | None = None) -> Path:
+    """``--data-dir``, else ``LORE_DATA_DIR``, else the platform data dir."""
+    raw = option or os.environ.get("LORE_DATA_DIR")
+    path = Path(raw).expanduser() if raw else _platform_data_dir()
+    return path.absolute()
+
+
+def resolve_index_dir(data_dir: Path, option: str | Path | None = None) -> Path:
+    """``--index-dir``, else ``LORE_INDEX_DIR``, else a per-data-dir folder in the cache dir."""
+    raw = option or os.environ.get("LORE_INDEX_DIR")
+    if raw:
+        return Path(raw).expanduser().absolute()
+    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    return cache_dir() / "indexes" / f"{data_dir.name or 'root'}-{digest}"
+
+
+@dataclass(frozen=True)
+class Locations:
+    data_dir: Path
+    index_dir: Path
+
+    @classmethod
+    def resolve(cls, data_dir: str | Path | None = None, index_dir: str | Path | None = None) -> Locations:
+        data = resolve_data_dir(data_dir)
+        return cls(data_dir=data, index_dir=resolve_index_dir(data, index_dir))
+
+    @property
+    def access_log(self) -> Path:
+        # Reinforcement history is neither source of truth (it would churn git diffs)
+        # nor disposable index (a rebuild must not forget it): it lives in the state dir.
+        digest = hashlib.sha1(str(self.data_dir.resolve()).encode()).hexdigest()[:12]
+        return state_dir() / "access" / f"{self.data_dir.name or 'root'}-{digest}.jsonl"

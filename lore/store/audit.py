@@ -1,0 +1,162 @@
+"""Hash-chained audit log of every write (``audit/log.jsonl``).
+
+Each entry's ``hash`` is sha256 over its canonical JSON (without ``hash``),
+which includes ``prev_hash``: editing, removing or reordering any entry breaks
+the chain from that entry on, and ``verify`` names the first bad ``seq``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lore.store.fileio import append_line
+
+AUDIT_PATH = Path("audit") / "log.jsonl"
+GENESIS = "0" * 64
+OPS = ("retain", "retract", "delete", "link", "unlink", "supersede", "merge", "lesson", "migrate", "validate", "update")
+
+
+def default_actor(channel: str = "cli") -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # getuser raises various errors without a passwd entry
+        user = "unknown"
+    return f"{channel}:{user}@{socket.gethostname()}"
+
+
+def content_sha256(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return hashlib.sha256(b"").hexdigest()
+    return hashlib.sha256(orjson.dumps(record, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def entry_hash(entry: dict[str, Any]) -> str:
+    body = {k: v for k, v in entry.items() if k != "hash"}
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _last_entry(path: Path) -> dict[str, Any] | None:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    with path.open("rb") as handle:
+        chunk = 8192
+        while True:
+            start = max(0, size - chunk)
+            handle.seek(start)
+            data = handle.read(size - start)
+            lines = [line for line in data.split(b"\n") if line.strip()]
+            if len(lines) >= 2 or start == 0:
+                break
+            chunk *= 4
+    for line in reversed(lines):
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def append(
+    data_dir: Path,
+    *,
+    op: str,
+    record_id: str,
+    project: str | None,
+    actor: str,
+    record: dict[str, Any] | None,
+    timestamp: str,
+    detail: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Append one chained entry (the caller holds the data lock)."""
+    path = data_dir / AUDIT_PATH
+    last = _last_entry(path)
+    seq = int(last.get("seq", 0)) + 1 if last else 1
+    prev_hash = str(last.get("hash", GENESIS)) if last else GENESIS
+    entry: dict[str, Any] = {
+        "seq": seq,
+        "timestamp": timestamp,
+        "op": op,
+        "id": record_id,
+        "project": project,
+        "actor": actor,
+        "content_sha256": content_sha256(record),
+    }
+    if detail:
+        entry["detail"] = detail
+    entry["prev_hash"] = prev_hash
+    entry["hash"] = entry_hash(entry)
+    append_line(path, orjson.dumps(entry))
+    return entry
+
+
+@dataclass(frozen=True)
+class AuditProblem:
+    seq: int | None
+    line: int
+    message: str
+
+
+def iter_entries(data_dir: Path) -> Iterator[tuple[int, dict[str, Any] | None, bytes]]:
+    path = data_dir / AUDIT_PATH
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            yield number, None, line
+            continue
+        yield number, value if isinstance(value, dict) else None, line
+
+
+def verify(data_dir: Path) -> tuple[int, AuditProblem | None]:
+    """Check the whole chain; return (entries checked, first problem or None)."""
+    expected_prev = GENESIS
+    expected_seq = 1
+    count = 0
+    for number, entry, _ in iter_entries(data_dir):
+        if entry is None:
+            return count, AuditProblem(None, number, "line is not a JSON object")
+        seq = entry.get("seq")
+        if seq != expected_seq:
+            return count, AuditProblem(
+                seq if isinstance(seq, int) else None, number,
+                f"expected seq {expected_seq}, found {seq!r} (an entry was removed, inserted or reordered)",
+            )  # fmt: skip
+        if entry.get("prev_hash") != expected_prev:
+            return count, AuditProblem(seq, number, "prev_hash does not match the previous entry's hash")
+        if entry.get("hash") != entry_hash(entry):
+            return count, AuditProblem(seq, number, "hash does not match the entry's content (it was edited)")
+        expected_prev = str(entry["hash"])
+        expected_seq += 1
+        count += 1
+    return count, None
+
+
+def history(data_dir: Path, record_id: str | None = None) -> list[dict[str, Any]]:
+    return [
+        entry
+        for _, entry, _ in iter_entries(data_dir)
+        if entry is not None and (record_id is None or entry.get("id") == record_id)
+    ]
+
+
+def actor_from_env(channel: str = "cli") -> str:
+    return os.environ.get("LORE_ACTOR") or default_actor(channel)

@@ -1,0 +1,95 @@
+"""Crash-safe file primitives: locked appends of whole lines and atomic rewrites."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from lore.errors import LockTimeoutError
+
+LOCK_NAME = ".lore.lock"
+LOCK_TIMEOUT_S = 30.0
+
+_locks: dict[str, object] = {}
+_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def data_lock(data_dir: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold the data dir's write lock (re-entrant within a process).
+
+    One lock for the whole data dir: appends must also exclude rewrites, or a
+    record appended between a rewrite's read and its rename would be lost.
+    """
+    import filelock
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = str((data_dir / LOCK_NAME).absolute())
+    with _locks_guard:
+        lock = _locks.get(key)
+        if lock is None:
+            lock = filelock.FileLock(key, timeout=timeout)
+            _locks[key] = lock
+    try:
+        with lock:  # type: ignore[attr-defined]
+            yield
+    except filelock.Timeout as exc:
+        raise LockTimeoutError(
+            f"another lore process has held the lock on {data_dir} for over {timeout:.0f}s",
+            hint=f"if no lore process is running, delete {key}",
+        ) from exc
+
+
+def fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename: all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(tmp_name, 0o644 if not path.exists() else path.stat().st_mode & 0o777)
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    fsync_dir(path.parent)
+
+
+def append_line(path: Path, line: bytes) -> None:
+    """Append one complete line with a single write (caller holds the data lock).
+
+    If an earlier crash left a partial last line, start on a fresh line so the
+    new record is never glued onto the broken one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = line.rstrip(b"\n") + b"\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            last = os.pread(fd, 1, size - 1)
+            if last != b"\n":
+                payload = b"\n" + payload
+        written = os.write(fd, payload)
+        if written != len(payload):  # pragma: no cover - regular files write fully
+            raise OSError(f"short write to {path}")
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,596 @@
+"""The data directory: load a consistent snapshot, and write records safely.
+
+Every write holds the data-dir lock, goes through a whole-line append or an
+atomic rewrite, and appends one entry to the hash-chained audit log. A file
+that did not parse completely is never rewritten.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lore.errors import DataError, NotFoundError, UnsafeRewriteError, UsageError
+from lore.store import audit
+from lore.store.fileio import append_line, atomic_write, data_lock
+from lore.store.readers import FileRead, LoadWarning, read_json, read_jsonl, read_patterns_yaml
+from lore.store.records import (
+    RELATIONS,
+    SCHEMA_VERSION,
+    Record,
+    format_time,
+    kind_from_id,
+    record_kind_for_pattern_item,
+)
+from lore.store.validate import check_record
+
+DECISIONS = Path("journal/data/decisions.jsonl")
+PATTERNS = Path("patterns/data/patterns.yaml")
+SESSIONS = Path("transfer/data/sessions")
+FAILURES = Path("failures/data/failures.jsonl")
+OBSERVATIONS = Path("inbox/data/observations.jsonl")
+SIGNALS = Path("inbox/data/signals.jsonl")
+GRAPH = Path("graph/data/graph.json")
+
+JSONL_FILES = {"decision": DECISIONS, "failure": FAILURES, "observation": OBSERVATIONS}
+PATTERN_SECTIONS = {"pattern": "patterns", "lesson": "patterns", "anti_pattern": "anti_patterns"}
+NODE_TYPES = {
+    "decision": "decision", "pattern": "pattern", "lesson": "pattern", "anti_pattern": "anti_pattern",
+    "handoff": "session", "failure": "failure", "observation": "observation",
+}  # fmt: skip
+PATTERNS_HEADER = "# Pattern Learner Database\n"
+_ID_FIELD = re.compile(rb'"id"\s*:\s*"([^"]+)"')
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str  # record id
+    target: str  # record id
+    relation: str
+    weight: float = 1.0
+    created_at: str | None = None
+    index: int = 0  # position in graph.json's edge list
+    line: int | None = None  # line in graph.json, for located reports
+
+
+@dataclass
+class Snapshot:
+    """Everything in the data dir at one moment, resolved to records and edges."""
+
+    records: dict[str, Record] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    warnings: list[LoadWarning] = field(default_factory=list)
+    incomplete_files: set[Path] = field(default_factory=set)
+    duplicate_ids: dict[str, list[tuple[Path, int | None]]] = field(default_factory=dict)
+
+    def get(self, record_id: str) -> Record:
+        record = self.records.get(record_id)
+        if record is None:
+            matches = [rid for rid in self.records if rid.startswith(record_id)] if len(record_id) >= 6 else []
+            if len(matches) == 1:
+                return self.records[matches[0]]
+            hint = f"did you mean {', '.join(matches[:5])}?" if matches else "list ids with `lore list`"
+            raise NotFoundError(f"no record with id {record_id!r}", hint=hint)
+        return record
+
+    def of_kind(self, *kinds: str) -> list[Record]:
+        return [r for r in self.records.values() if r.kind in kinds]
+
+
+class Store:
+    """A lore data directory in the original bash Lore's layout."""
+
+    def __init__(self, data_dir: Path, *, actor: str | None = None, clock: Callable[[], datetime] = utc_now):
+        self.data_dir = Path(data_dir)
+        self.actor = actor or audit.actor_from_env()
+        self.clock = clock
+
+    def path(self, relative: Path) -> Path:
+        return self.data_dir / relative
+
+    def exists(self) -> bool:
+        return self.data_dir.is_dir()
+
+    def require(self) -> None:
+        if not self.data_dir.is_dir():
+            raise NotFoundError(
+                f"data directory {self.data_dir} does not exist",
+                hint="create it with `lore init`, or point --data-dir / LORE_DATA_DIR at an existing one",
+            )
+
+    def source_files(self) -> list[Path]:
+        """Every file that holds records (for change detection by the indexer)."""
+        files = [self.path(p) for p in (DECISIONS, PATTERNS, FAILURES, OBSERVATIONS, SIGNALS, GRAPH)]
+        sessions = self.path(SESSIONS)
+        if sessions.is_dir():
+            files.extend(sorted(sessions.glob("*.json")))
+        return [f for f in files if f.exists()]
+
+    # -- init ------------------------------------------------------------------
+    def init(self, *, git: bool = False) -> list[Path]:
+        """Scaffold the layout; never touches files that already exist."""
+        created: list[Path] = []
+        with data_lock(self.data_dir):
+            for relative in (DECISIONS, FAILURES, OBSERVATIONS):
+                path = self.path(relative)
+                if not path.exists():
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.touch()
+                    created.append(path)
+            patterns = self.path(PATTERNS)
+            if not patterns.exists():
+                atomic_write(patterns, (PATTERNS_HEADER + "patterns: []\nanti_patterns: []\n").encode())
+                created.append(patterns)
+            sessions = self.path(SESSIONS)
+            if not sessions.exists():
+                sessions.mkdir(parents=True)
+                created.append(sessions)
+            graph = self.path(GRAPH)
+            if not graph.exists():
+                atomic_write(graph, orjson.dumps({"nodes": {}, "edges": []}, option=orjson.OPT_INDENT_2) + b"\n")
+                created.append(graph)
+            if git:
+                created.extend(self._write_git_files())
+        return created
+
+    def _write_git_files(self) -> list[Path]:
+        created = []
+        attributes = self.data_dir / ".gitattributes"
+        wanted = [
+            "# Appends from two clones merge by keeping both sides' lines (lore init --git).",
+            "*.jsonl merge=union",
+        ]
+        existing = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
+        missing = [line for line in wanted if line not in existing]
+        if missing:
+            atomic_write(attributes, ("\n".join([*existing, *missing]) + "\n").encode())
+            created.append(attributes)
+        ignore = self.data_dir / ".gitignore"
+        existing = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
+        # The audit chain is per clone: two clones' chains cannot be union-merged.
+        missing = [line for line in (".lore.lock", "audit/") if line not in existing]
+        if missing:
+            atomic_write(ignore, ("\n".join([*existing, *missing]) + "\n").encode())
+            created.append(ignore)
+        return created
+
+    # -- load ------------------------------------------------------------------
+    def load(self) -> Snapshot:
+        snapshot = Snapshot()
+        seen: dict[str, tuple[Path, int | None]] = {}
+
+        def take(kind: str, raw: dict[str, Any], read: FileRead, line: int | None, fallback_id: str | None = None):
+            record_id = raw.get("id", fallback_id)
+            if not isinstance(record_id, str) or not record_id.strip():
+                snapshot.warnings.append(LoadWarning(read.path, line, "missing or not text; record skipped", "id"))
+                snapshot.incomplete_files.add(read.path)
+                return
+            problems = check_record(kind, raw)
+            for field_name, message in problems:
+                snapshot.warnings.append(LoadWarning(read.path, line, message, field_name))
+            if any(f in ("decision", "name", "content", "handoff", "error_message") for f, _ in problems):
+                return  # no text to show or search: keep the rest, skip this one
+            if record_id in seen:
+                snapshot.duplicate_ids.setdefault(record_id, [seen[record_id]]).append((read.path, line))
+            seen[record_id] = (read.path, line)
+            # Later lines win: the original Lore appended updated versions of a record.
+            snapshot.records.pop(record_id, None)
+            snapshot.records[record_id] = Record(kind=kind, id=record_id, raw=raw, source=read.path, line=line)
+
+        def absorb(read: FileRead) -> None:
+            snapshot.warnings.extend(read.warnings)
+            if not read.complete:
+                snapshot.incomplete_files.add(read.path)
+
+        for kind, relative in (("decision", DECISIONS), ("failure", FAILURES), ("observation", OBSERVATIONS),
+                               ("observation", SIGNALS)):  # fmt: skip
+            read = read_jsonl(self.path(relative))
+            absorb(read)
+            for line, raw in read.items:
+                take(kind, raw, read, line)
+
+        read = read_patterns_yaml(self.path(PATTERNS))
+        absorb(read)
+        for line, item in read.items:
+            section = item.pop("__section__")
+            take(record_kind_for_pattern_item(item, section), item, read, line)
+
+        sessions = self.path(SESSIONS)
+        if sessions.is_dir():
+            for session_file in sorted(sessions.glob("*.json")):
+                read = read_json(session_file)
+                absorb(read)
+                for line, raw in read.items:
+                    take("handoff", raw, read, line, fallback_id=session_file.stem)
+
+        self._load_graph(snapshot)
+        return snapshot
+
+    def _load_graph(self, snapshot: Snapshot) -> None:
+        read = read_json(self.path(GRAPH))
+        if read.warnings and read.warnings[0].message == "file is empty":
+            read.warnings.clear()
+            read.complete = True
+        snapshot.warnings.extend(read.warnings)
+        if not read.complete:
+            snapshot.incomplete_files.add(read.path)
+        if not read.items:
+            return
+        document = read.items[0][1]
+        node_ids = _node_record_ids(document.get("nodes"))
+        edges = document.get("edges") or []
+        if not isinstance(edges, list):
+            snapshot.warnings.append(LoadWarning(read.path, None, "expected a list", "edges"))
+            return
+        lines = _edge_lines(read.path)
+        for index, edge in enumerate(edges):
+            line = lines[index] if index < len(lines) else None
+            if not isinstance(edge, dict):
+                snapshot.warnings.append(LoadWarning(read.path, line, f"edge {index + 1}: expected an object"))
+                continue
+            if edge.get("status", "active") != "active":
+                continue
+            source = node_ids.get(str(edge.get("from")), str(edge.get("from", "")))
+            target = node_ids.get(str(edge.get("to")), str(edge.get("to", "")))
+            relation = str(edge.get("relation", "relates_to"))
+            if not source or not target:
+                snapshot.warnings.append(LoadWarning(read.path, line, f"edge {index + 1}: missing from/to"))
+                continue
+            weight = edge.get("weight", 1.0)
+            snapshot.edges.append(
+                Edge(
+                    source=source, target=target, relation=relation,
+                    weight=float(weight) if isinstance(weight, int | float) else 1.0,
+                    created_at=edge.get("created_at"), index=index, line=line,
+                )
+            )  # fmt: skip
+            if edge.get("bidirectional"):
+                snapshot.edges.append(Edge(target, source, relation, snapshot.edges[-1].weight, edge.get("created_at"), index, line))
+
+    # -- writes ------------------------------------------------------------------
+    def now_iso(self) -> str:
+        return format_time(self.clock())
+
+    def new_id(self, kind: str, existing: Iterable[str] = ()) -> str:
+        taken = set(existing)
+        for _ in range(100):
+            if kind == "decision":
+                candidate = f"dec-{secrets.token_hex(4)}"
+            elif kind in ("pattern", "lesson"):
+                candidate = f"pat-{int(time.time())}-{secrets.token_hex(2)}"
+            elif kind == "anti_pattern":
+                candidate = f"anti-{int(time.time())}-{secrets.token_hex(2)}"
+            elif kind == "failure":
+                candidate = f"fail-{secrets.token_hex(4)}"
+            elif kind == "observation":
+                candidate = f"obs-{secrets.token_hex(4)}"
+            elif kind == "handoff":
+                candidate = f"session-{self.clock().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+            else:  # pragma: no cover - kinds are closed
+                raise UsageError(f"cannot create records of type {kind}")
+            if candidate not in taken:
+                return candidate
+        raise DataError("could not allocate a unique id")  # pragma: no cover
+
+    def add(self, kind: str, raw: dict[str, Any], *, op: str = "retain") -> Record:
+        """Store a new record (``raw`` without an id gets one) and audit it."""
+        self.require()
+        with data_lock(self.data_dir):
+            snapshot_ids = self._ids_of_kind_quick(kind)
+            raw = dict(raw)
+            if not raw.get("id"):
+                raw = {"id": self.new_id(kind, snapshot_ids), **raw}
+            elif raw["id"] in snapshot_ids:
+                raise UsageError(f"a record with id {raw['id']} already exists")
+            raw.setdefault("schema_version", SCHEMA_VERSION)
+            record_id = str(raw["id"])
+            if kind in JSONL_FILES:
+                append_line(self.path(JSONL_FILES[kind]), orjson.dumps(raw))
+            elif kind in PATTERN_SECTIONS:
+                self._rewrite_patterns(lambda doc: doc.setdefault(PATTERN_SECTIONS[kind], []).append(raw))
+            elif kind == "handoff":
+                path = self.path(SESSIONS) / f"{record_id}.json"
+                if path.exists():
+                    raise UsageError(f"session file {path} already exists")
+                atomic_write(path, orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n")
+            else:  # pragma: no cover
+                raise UsageError(f"cannot store records of type {kind}")
+            record = Record(kind=kind, id=record_id, raw=raw)
+            self._audit(op, record_id, record.project, raw)
+        return record
+
+    def _ids_of_kind_quick(self, kind: str) -> set[str]:
+        """Ids already used in the file a new record of ``kind`` goes to.
+
+        Appends must stay O(file) rather than O(store): a full load per append
+        made 8 concurrent writers spend most of their time parsing.
+        """
+        if kind in JSONL_FILES:
+            path = self.path(JSONL_FILES[kind])
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                return set()
+            return {m.decode() for m in _ID_FIELD.findall(data)}
+        if kind in PATTERN_SECTIONS:
+            read = read_patterns_yaml(self.path(PATTERNS))
+            return {str(item.get("id")) for _, item in read.items}
+        sessions = self.path(SESSIONS)
+        return {p.stem for p in sessions.glob("*.json")} if sessions.is_dir() else set()
+
+    def update(self, record_id: str, mutate: Callable[[dict[str, Any]], None], *, op: str = "update",
+               detail: dict[str, Any] | None = None) -> Record:  # fmt: skip
+        """Rewrite one record in place; every other byte of its file stays as it was."""
+        self.require()
+        with data_lock(self.data_dir):
+            record = self.load().get(record_id)
+            raw = _deep_copy(record.raw)
+            mutate(raw)
+            self._replace(record, raw)
+            updated = Record(kind=record.kind, id=record.id, raw=raw, source=record.source, line=record.line)
+            self._audit(op, record.id, updated.project, raw, detail)
+        return updated
+
+    def delete(self, record_id: str) -> Record:
+        self.require()
+        with data_lock(self.data_dir):
+            snapshot = self.load()
+            record = snapshot.get(record_id)
+            self._replace(record, None)
+            if any(record.id in (e.source, e.target) for e in snapshot.edges):
+                self._rewrite_graph(lambda doc, nodes: _drop_edges(doc, nodes, record.id, None, None))
+            self._audit("delete", record.id, record.project, None)
+        return record
+
+    def _replace(self, record: Record, raw: dict[str, Any] | None) -> None:
+        if record.kind in JSONL_FILES or (record.source and record.source.suffix == ".jsonl"):
+            assert record.source is not None
+            self._rewrite_jsonl(record.source, record.id, raw)
+        elif record.kind in PATTERN_SECTIONS:
+            section = PATTERN_SECTIONS[record.kind]
+
+            def edit(doc: dict[str, Any]) -> None:
+                items = doc.get(section) or []
+                for index in range(len(items) - 1, -1, -1):
+                    if isinstance(items[index], dict) and items[index].get("id") == record.id:
+                        if raw is None:
+                            del items[index]
+                        else:
+                            items[index] = raw
+                        return
+                raise NotFoundError(f"{record.id} is no longer in {self.path(PATTERNS)}")
+
+            self._rewrite_patterns(edit)
+        elif record.kind == "handoff":
+            assert record.source is not None
+            if raw is None:
+                record.source.unlink()
+            else:
+                self._refuse_if_incomplete(read_json(record.source))
+                atomic_write(record.source, orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n")
+
+    def _refuse_if_incomplete(self, read: FileRead) -> None:
+        if not read.complete:
+            first = read.warnings[0] if read.warnings else None
+            raise UnsafeRewriteError(
+                f"refusing to rewrite a file that did not parse completely ({first.message if first else 'unreadable'})",
+                path=read.path, line=first.line if first else None,
+                hint="fix or remove the bad line first; `lore doctor` lists every problem",
+            )  # fmt: skip
+
+    def _rewrite_jsonl(self, path: Path, record_id: str, raw: dict[str, Any] | None) -> None:
+        data = path.read_bytes()
+        lines = data.split(b"\n")
+        matches: list[int] = []
+        for index, line in enumerate(lines):
+            if not line.strip():
+                continue
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise UnsafeRewriteError(
+                    f"refusing to rewrite a file with an unparseable line ({exc.msg})", path=path, line=index + 1,
+                    hint="fix or remove that line first; `lore doctor` lists every problem",
+                ) from exc  # fmt: skip
+            if isinstance(value, dict) and value.get("id") == record_id:
+                matches.append(index)
+        if not matches:
+            raise NotFoundError(f"{record_id} is no longer in {path}")
+        if raw is None:
+            for index in reversed(matches):
+                del lines[index]
+        else:
+            lines[matches[-1]] = orjson.dumps(raw)
+        atomic_write(path, b"\n".join(lines))
+
+    def _rewrite_patterns(self, edit: Callable[[dict[str, Any]], None]) -> None:
+        path = self.path(PATTERNS)
+        if path.exists():
+            read = read_patterns_yaml(path)
+            self._refuse_if_incomplete(read)
+            document = read.extra.get("document") or {}
+            header = read.extra.get("header") or PATTERNS_HEADER
+        else:
+            document, header = {}, PATTERNS_HEADER
+        document.setdefault("patterns", [])
+        document.setdefault("anti_patterns", [])
+        edit(document)
+        atomic_write(path, (header + dump_yaml(document)).encode("utf-8"))
+
+    # -- graph -----------------------------------------------------------------
+    def link(self, source: str, target: str, relation: str, *, weight: float = 1.0) -> Edge:
+        if relation not in RELATIONS:
+            raise UsageError(f"unknown relation {relation!r}", hint="relations: " + ", ".join(RELATIONS))
+        if source == target:
+            raise UsageError("a record cannot be linked to itself")
+        self.require()
+        with data_lock(self.data_dir):
+            snapshot = self.load()
+            src, dst = snapshot.get(source), snapshot.get(target)
+            created_at = self.now_iso()
+
+            def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
+                src_node = _ensure_node(document, nodes, src, created_at)
+                dst_node = _ensure_node(document, nodes, dst, created_at)
+                edges = document.setdefault("edges", [])
+                for edge in edges:
+                    if (isinstance(edge, dict) and edge.get("from") == src_node and edge.get("to") == dst_node
+                            and edge.get("relation") == relation):  # fmt: skip
+                        edge["weight"] = weight
+                        edge["status"] = "active"
+                        return
+                edges.append({
+                    "from": src_node, "to": dst_node, "relation": relation, "weight": weight,
+                    "bidirectional": False, "status": "active", "created_at": created_at,
+                })  # fmt: skip
+
+            self._rewrite_graph(edit)
+            self._audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
+        return Edge(src.id, dst.id, relation, weight, created_at)
+
+    def unlink(self, source: str, target: str, relation: str | None = None) -> int:
+        self.require()
+        with data_lock(self.data_dir):
+            snapshot = self.load()
+            matching = [e for e in snapshot.edges if e.source == source and e.target == target
+                        and (relation is None or e.relation == relation)]  # fmt: skip
+            if not matching:
+                what = f" with relation {relation}" if relation else ""
+                raise NotFoundError(f"no edge from {source} to {target}{what}")
+            removed: list[int] = []
+            self._rewrite_graph(lambda doc, nodes: removed.append(_drop_edges(doc, nodes, source, target, relation)))
+            self._audit("unlink", source, None, None, {"to": target, "relation": relation})
+        return removed[0] if removed else 0
+
+    def _rewrite_graph(self, edit: Callable[[dict[str, Any], dict[str, str]], Any]) -> None:
+        path = self.path(GRAPH)
+        if path.exists() and path.stat().st_size:
+            read = read_json(path)
+            self._refuse_if_incomplete(read)
+            document = read.items[0][1] if read.items else {"nodes": {}, "edges": []}
+        else:
+            document = {"nodes": {}, "edges": []}
+        if not isinstance(document.get("nodes"), dict):
+            document["nodes"] = {}
+        nodes = {rid: key for key, rid in _node_record_ids(document["nodes"]).items()}
+        edit(document, nodes)
+        atomic_write(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+
+    # -- audit -----------------------------------------------------------------
+    def _audit(self, op: str, record_id: str, project: str | None, raw: dict[str, Any] | None,
+               detail: dict[str, Any] | None = None) -> None:  # fmt: skip
+        audit.append(
+            self.data_dir, op=op, record_id=record_id, project=project, actor=self.actor,
+            record=raw, timestamp=self.now_iso(), detail=detail,
+        )  # fmt: skip
+
+    def audit_event(self, op: str, record_id: str, project: str | None = None,
+                    detail: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """Record an operation that is not a single add/update (migrations, merges)."""
+        with data_lock(self.data_dir):
+            self._audit(op, record_id, project, None, detail)
+
+
+def _deep_copy(value: Any) -> Any:
+    return orjson.loads(orjson.dumps(value))
+
+
+def _node_record_ids(nodes: Any) -> dict[str, str]:
+    """Graph node key -> record id (``data.journal_id``, else ``name``, else the key)."""
+    mapping: dict[str, str] = {}
+    if not isinstance(nodes, dict):
+        return mapping
+    for key, node in nodes.items():
+        record_id = str(key)
+        if isinstance(node, dict):
+            data = node.get("data") if isinstance(node.get("data"), dict) else {}
+            for candidate in (data.get("journal_id"), data.get("record_id"), node.get("name")):
+                if isinstance(candidate, str) and kind_from_id(candidate):
+                    record_id = candidate
+                    break
+        mapping[str(key)] = record_id
+    return mapping
+
+
+def _ensure_node(document: dict[str, Any], nodes: dict[str, str], record: Record, created_at: str) -> str:
+    if record.id in nodes:
+        return nodes[record.id]
+    node_type = NODE_TYPES.get(record.kind, record.kind)
+    key = f"{node_type}-{hashlib.sha256(record.id.encode()).hexdigest()[:8]}"
+    data: dict[str, Any] = {"record_id": record.id}
+    if record.kind == "decision":
+        data = {"journal_id": record.id, "decision": record.title}
+    document["nodes"][key] = {
+        "type": node_type, "name": record.id, "data": data, "created_at": created_at, "updated_at": created_at,
+    }  # fmt: skip
+    nodes[record.id] = key
+    return key
+
+
+def _drop_edges(document: dict[str, Any], nodes: dict[str, str], source: str, target: str | None,
+                relation: str | None) -> int:  # fmt: skip
+    """Remove edges from ``source`` to ``target`` (or, with no target, every edge touching ``source``)."""
+    keys = {key: rid for rid, key in nodes.items()}
+
+    def rid(node: Any) -> str:
+        return keys.get(str(node), str(node))
+
+    kept, removed = [], 0
+    for edge in document.get("edges", []):
+        if isinstance(edge, dict):
+            a, b = rid(edge.get("from")), rid(edge.get("to"))
+            if target is None:
+                hit = source in (a, b)
+            else:
+                hit = a == source and b == target and (relation is None or edge.get("relation") == relation)
+            if hit:
+                removed += 1
+                continue
+        kept.append(edge)
+    document["edges"] = kept
+    return removed
+
+
+def _edge_lines(path: Path) -> list[int]:
+    """Line of each edge object in graph.json, for located warnings."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    start = text.find('"edges"')
+    if start < 0:
+        return []
+    lines, offset = [], start
+    while True:
+        found = text.find('"from"', offset)
+        if found < 0:
+            break
+        lines.append(text.count("\n", 0, found) + 1)
+        offset = found + 6
+    return lines
+
+
+def dump_yaml(document: dict[str, Any]) -> str:
+    """YAML as the original wrote it: block style, list items indented under their key."""
+    import yaml
+
+    class IndentedDumper(yaml.SafeDumper):
+        def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+            return super().increase_indent(flow, False)
+
+    return yaml.dump(
+        document, Dumper=IndentedDumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    )

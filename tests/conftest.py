@@ -1,0 +1,74 @@
+"""Every test runs in its own temporary data dir, index dir, state and cache dirs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = Path(os.environ.get("LORE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
+BASH_LORE_FIXTURE = SHARED_DIR / "fixtures" / "bash-lore-datadir"
+HAND_FIXTURE = PROJECT_ROOT / "tests" / "data" / "original-lore"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point every lore location at tmp_path and work from a project dir named acme-api."""
+    data_dir = tmp_path / "data"
+    for name, sub in (("LORE_DATA_DIR", "data"), ("LORE_INDEX_DIR", "index"), ("LORE_STATE_DIR", "state"),
+                      ("LORE_CACHE_DIR", "cache"), ("HOME", "home"), ("XDG_CONFIG_HOME", "home/.config")):  # fmt: skip
+        monkeypatch.setenv(name, str(tmp_path / sub))
+    for name in ("LORE_EMBED_MODEL", "LORE_HOOK", "LORE_LLM_CMD", "LORE_HOOK_BUDGET", "LORE_SERVER", "LORE_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LORE_ACTOR", "test")
+    workdir = tmp_path / "work" / "acme-api"
+    workdir.mkdir(parents=True)
+    monkeypatch.chdir(workdir)
+    return data_dir
+
+
+@pytest.fixture
+def data_dir(isolated: Path) -> Path:
+    return isolated
+
+
+@pytest.fixture
+def cli() -> Callable[..., object]:
+    """Invoke the CLI in-process; returns the click Result (stdout and stderr apart)."""
+    from lore.cli.app import app
+
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, list(args), input=input, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def initialised(data_dir: Path, cli) -> Path:  # type: ignore[no-untyped-def]
+    result = cli("init")
+    assert result.exit_code == 0, result.output
+    return data_dir
+
+
+@pytest.fixture
+def bash_lore_copy(tmp_path: Path) -> Path:
+    """A writable copy of the data dir written by the original bash Lore."""
+    if not BASH_LORE_FIXTURE.is_dir():
+        pytest.skip(f"shared fixture missing at {BASH_LORE_FIXTURE}")
+    target = tmp_path / "bash-lore"
+    shutil.copytree(BASH_LORE_FIXTURE, target)
+    for path in target.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return target
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

@@ -1,0 +1,307 @@
+"""Bad input, compatibility with the original Lore, concurrent writers and git merges."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lore.store import Store
+from lore.store.audit import verify
+from tests.conftest import HAND_FIXTURE, read_jsonl
+
+DECISIONS = Path("journal/data/decisions.jsonl")
+PATTERNS = Path("patterns/data/patterns.yaml")
+
+
+# -- bad input ---------------------------------------------------------------------
+
+
+def test_empty_text_is_a_usage_error(cli, initialised: Path) -> None:
+    result = cli("remember", "   ")
+    assert result.exit_code == 2
+    assert result.stderr == "Error: decision is empty\nHint: give the decision as text\n"
+    assert (initialised / DECISIONS).read_bytes() == b""
+
+
+def test_huge_text_is_refused_with_size(cli, initialised: Path) -> None:
+    result = cli("observe", "x" * (10 * 1024 * 1024))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: observation is 10.0 MB; the limit is 64 KB\n")
+
+
+def test_binary_text_is_refused(cli, initialised: Path) -> None:
+    result = cli("observe", "abc\x00\x01\x02def")
+    assert result.exit_code == 2
+    assert result.stderr == "Error: observation looks like binary data (control characters)\n"
+
+
+def test_non_utf8_argument_is_refused(initialised: Path) -> None:
+    # A shell passes raw bytes; Python decodes them with surrogateescape.
+    env = {**os.environ}
+    result = subprocess.run(
+        [sys.executable, "-m", "lore", "observe", os.fsdecode(b"caf\xe9 cr\xe8me")],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.startswith("Error: observation is not valid UTF-8")
+
+
+def test_malformed_jsonl_line_warns_and_keeps_the_rest(cli, initialised: Path) -> None:
+    path = initialised / DECISIONS
+    path.write_bytes(
+        b'{"id":"dec-00000001","timestamp":"2025-01-01T00:00:00Z","decision":"First","project":"p"}\n'
+        b"garbage line\n"
+        b'{"id":"dec-00000002","timestamp":"2025-01-02T00:00:00Z","decision":"Caf\xe9"}\n'
+        b'{"id":"dec-00000003","timestamp":"2025-01-03T00:00:00Z","decision":"Third","project":"p"}\n'
+    )
+    result = cli("list", "--type", "decision")
+    assert result.exit_code == 0
+    assert [line.split()[0] for line in result.stdout.splitlines()] == ["dec-00000003", "dec-00000001"]
+    assert f"Warning: {path}:2: invalid JSON" in result.stderr
+    assert f"Warning: {path}:3: not valid UTF-8" in result.stderr
+
+
+def test_never_rewrites_a_file_it_could_not_parse(cli, initialised: Path) -> None:
+    path = initialised / DECISIONS
+    original = (
+        b'{"id":"dec-00000001","timestamp":"2025-01-01T00:00:00Z","decision":"First"}\n'
+        b"{broken\n"
+    )
+    path.write_bytes(original)
+    result = cli("retract", "dec-00000001", "--reason", "no longer true")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {path}:2: refusing to rewrite a file with an unparseable line")
+    assert path.read_bytes() == original
+
+
+def test_yaml_item_error_keeps_other_items_and_refuses_rewrite(cli, initialised: Path) -> None:
+    path = initialised / PATTERNS
+    text = (
+        "# Pattern Learner Database\n"
+        "patterns:\n"
+        '  - id: "pat-1-aaaa"\n'
+        '    name: "Good one"\n'
+        '    solution: "Works"\n'
+        '  - id: "pat-2-bbbb"\n'
+        '    name: "Broken: [unclosed"\n'
+        "    solution: : :\n"
+        '  - id: "pat-3-cccc"\n'
+        '    name: "Another good one"\n'
+        "anti_patterns: []\n"
+    )
+    path.write_text(text)
+    result = cli("list", "--type", "pattern")
+    assert sorted(line.split()[0] for line in result.stdout.splitlines()) == ["pat-1-aaaa", "pat-3-cccc"]
+    assert f"Warning: {path}:8: invalid YAML" in result.stderr
+    refused = cli("learn", "New pattern", "--solution", "x")
+    assert refused.exit_code == 1 and "refusing to rewrite a file that did not parse completely" in refused.stderr
+    assert path.read_text() == text
+
+
+def test_partial_last_line_from_a_crash_does_not_glue_records(cli, initialised: Path) -> None:
+    path = initialised / "inbox/data/observations.jsonl"
+    path.write_bytes(b'{"id":"obs-00000001","timestamp":"2025-01-01T00:00:00Z","content":"ok"}\n{"id":"obs-0000')
+    assert cli("observe", "after the crash").exit_code == 0
+    contents = [r.get("content") for r in (orjson.loads(x) for x in path.read_bytes().splitlines()[::2])]
+    assert contents == ["ok", "after the crash"]
+    listed = cli("list", "--type", "observation")
+    assert listed.stdout.count("\n") == 2 and f"{path}:2: invalid JSON" in listed.stderr
+
+
+# -- original Lore compatibility -----------------------------------------------------
+
+
+def test_reads_the_original_bash_lore_data_dir(cli, bash_lore_copy: Path) -> None:
+    result = cli("--data-dir", str(bash_lore_copy), "list", "--all", "--json")
+    ids = {r["id"]: r for r in orjson.loads(result.stdout)}
+    assert set(ids) == {
+        "dec-575c7671", "dec-081e0fd6", "pat-1739102400-a1b2", "anti-1739102500-c3d4",
+        "fail-c0c437df", "sig-9d7e7f6d", "session-20261122-002100-2ea3d7c2",
+    }  # fmt: skip
+    assert ids["session-20261122-002100-2ea3d7c2"]["project"] == "x2"
+    show = cli("--data-dir", str(bash_lore_copy), "show", "dec-575c7671").stdout
+    assert "  -> relates_to -> dec-081e0fd6 [decision] Adopt Postgres advisory locks for the job queue" in show
+    assert cli("--data-dir", str(bash_lore_copy), "doctor").exit_code == 0
+
+
+def test_rewrites_of_original_files_keep_every_field(cli, bash_lore_copy: Path) -> None:
+    before_decisions = (bash_lore_copy / DECISIONS).read_bytes().splitlines()
+    before_patterns = yaml.safe_load((bash_lore_copy / PATTERNS).read_text())
+    before_graph = orjson.loads((bash_lore_copy / "graph/data/graph.json").read_bytes())
+    d = ["--data-dir", str(bash_lore_copy)]
+    assert cli(*d, "retract", "dec-575c7671", "--reason", "moved to SQLite").exit_code == 0
+    assert cli(*d, "validate", "pat-1739102400-a1b2").exit_code == 0
+    assert cli(*d, "learn", "Quote your variables", "--solution", 'Use "$var"').exit_code == 0
+    assert cli(*d, "link", "dec-081e0fd6", "pat-1739102400-a1b2", "implements").exit_code == 0
+
+    after = read_jsonl(bash_lore_copy / DECISIONS)
+    original = orjson.loads(before_decisions[0])
+    assert "status" not in original  # the original wrote no status; every field it wrote is kept
+    assert {k: after[0][k] for k in original} == original
+    assert after[0]["status"] == "retracted"
+    assert after[0]["retracted_reason"] == "moved to SQLite"
+    assert (bash_lore_copy / DECISIONS).read_bytes().splitlines()[1] == before_decisions[1]
+
+    patterns = yaml.safe_load((bash_lore_copy / PATTERNS).read_text())
+    validated = patterns["patterns"][0]
+    assert {k: v for k, v in validated.items() if k not in ("validations", "confidence")} == {
+        k: v for k, v in before_patterns["patterns"][0].items() if k not in ("validations", "confidence")
+    }
+    assert validated["validations"] == 6
+    assert patterns["anti_patterns"] == before_patterns["anti_patterns"]
+    assert (bash_lore_copy / PATTERNS).read_text().startswith("# Pattern Learner Database\n")
+
+    graph = orjson.loads((bash_lore_copy / "graph/data/graph.json").read_bytes())
+    assert graph["edges"][0] == before_graph["edges"][0]
+    for key, node in before_graph["nodes"].items():
+        assert graph["nodes"][key] == node
+    new_edge = graph["edges"][1]
+    assert (new_edge["from"], new_edge["relation"]) == ("decision-70988e5a", "implements")  # reuses the original node
+
+
+def test_hand_written_original_fixture_round_trips(cli, tmp_path: Path) -> None:
+    data = tmp_path / "hand"
+    shutil.copytree(HAND_FIXTURE, data)
+    d = ["--data-dir", str(data)]
+    listed = {r["id"]: r for r in orjson.loads(cli(*d, "list", "--json").stdout)}
+    assert len(listed) == 8
+    session = listed["session-20250301-170000-deadbeef"]
+    assert session["title"] == "Moved session storage spike to a branch; Postgres looks viable"
+    resume = cli("--project", "webapp", *d, "resume").stdout
+    assert "  - Benchmark session reads under load" in resume and "Related: dec-0a1b2c3d, dec-2c3d4e5f" in resume
+    assert cli(*d, "supersede", "dec-0a1b2c3d", "dec-2c3d4e5f").exit_code == 0
+    assert cli(*d, "retract", "obs-1234abcd", "--reason", "QA has its own DB now").exit_code == 0
+    assert cli(*d, "learn", "x", "--anti", "--symptom", "y").exit_code == 0
+    decision = {r["id"]: r for r in read_jsonl(data / DECISIONS)}["dec-0a1b2c3d"]
+    assert decision["reviewer"] == "mkhan" and decision["x_custom"] == {"nested": [1, 2, 3]}
+    assert read_jsonl(data / "inbox/data/observations.jsonl")[0]["mood"] == "grumpy"
+    doc = yaml.safe_load((data / PATTERNS).read_text())
+    assert doc["patterns"][0]["owner"] == "payments-team"
+    assert doc["anti_patterns"][0]["ticket"] == "ENG-42"
+    graph = orjson.loads((data / "graph/data/graph.json").read_bytes())
+    assert graph["meta"] == {"written_by": "hand"}
+    assert [e["relation"] for e in graph["edges"]] == ["contradicts", "derived_from", "supersedes"]
+
+
+_json_scalars = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=20)
+_extra_fields = st.dictionaries(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=3, max_size=12).filter(
+        lambda k: k not in {"id", "status", "retracted_reason", "status_changed_at", "decision", "timestamp"}
+    ),
+    st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=6),
+    max_size=5,
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=_extra_fields)
+def test_unknown_fields_survive_a_rewrite(initialised: Path, extra: dict) -> None:
+    record = {"id": "dec-12345678", "timestamp": "2025-01-01T00:00:00Z", "decision": "Keep it", **extra}
+    path = initialised / DECISIONS
+    path.write_bytes(orjson.dumps(record) + b"\n")
+    store = Store(initialised, actor="test")
+    from lore.capture import retract
+
+    retract(store, "dec-12345678", "because")
+    after = read_jsonl(path)[0]
+    assert {k: after[k] for k in extra} == extra
+    assert list(after)[: len(record)] == list(record)  # key order kept too
+
+
+# -- concurrency and crash safety ----------------------------------------------------------
+
+WRITER = r"""
+import sys
+from pathlib import Path
+from lore.store import Store
+from lore import capture
+from lore.capture import WriteOptions
+
+data_dir, worker = Path(sys.argv[1]), int(sys.argv[2])
+store = Store(data_dir, actor=f"worker-{worker}")
+plain = WriteOptions(check_duplicates=False)
+for i in range(250):
+    if i % 25 == 0:
+        capture.learn(store, f"pattern {worker}-{i}", project="p", solution="s", options=plain)
+    elif i % 5 == 0:
+        capture.remember(store, f"decision {worker}-{i}", project="p", options=plain)
+    else:
+        capture.observe(store, f"observation {worker}-{i}", project="p", options=plain)
+"""
+
+
+@pytest.mark.slow
+def test_eight_concurrent_writers_lose_nothing(initialised: Path, tmp_path: Path) -> None:
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(initialised), str(w)], env=env, stderr=subprocess.PIPE)
+        for w in range(8)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err.decode()
+    snapshot = Store(initialised).load()
+    assert snapshot.warnings == []
+    titles = {r.title for r in snapshot.records.values()}
+    expected = set()
+    for w in range(8):
+        for i in range(250):
+            kind = "pattern" if i % 25 == 0 else "decision" if i % 5 == 0 else "observation"
+            expected.add(f"{kind} {w}-{i}")
+    assert titles == expected
+    assert len(snapshot.records) == 2000
+    checked, problem = verify(initialised)
+    assert (checked, problem) == (2000, None)
+
+
+# -- git merges of two clones ------------------------------------------------------------
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("with_attributes", [True, False])
+def test_two_clones_appending_merge_without_conflict(cli, tmp_path: Path, with_attributes: bool) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    origin = tmp_path / "origin"
+    cli("--data-dir", str(origin), "init", *(["--git"] if with_attributes else []))
+    cli("--data-dir", str(origin), "remember", "Base decision about caching layers")
+    _git(origin, "init", "-q", "-b", "main")
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-qm", "base")
+    clone_a, clone_b = tmp_path / "a", tmp_path / "b"
+    _git(tmp_path, "clone", "-q", str(origin), str(clone_a))
+    _git(tmp_path, "clone", "-q", str(origin), str(clone_b))
+    cli("--data-dir", str(clone_a), "remember", "Alice chose Kafka for the event bus")
+    cli("--data-dir", str(clone_b), "remember", "Bob moved CI to self-hosted runners")
+    for clone in (clone_a, clone_b):
+        _git(clone, "add", "-A")
+        _git(clone, "commit", "-qm", f"from {clone.name}")
+    assert _git(clone_a, "push", "-q", "origin", "HEAD:incoming").returncode == 0
+    _git(clone_b, "fetch", "-q", "origin", "incoming")
+    merged = _git(clone_b, "merge", "-q", "--no-edit", "FETCH_HEAD")
+    if not with_attributes:
+        # Without merge=union both sides append after the same line: a real conflict.
+        assert merged.returncode != 0
+        return
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    titles = sorted(r["decision"] for r in read_jsonl(clone_b / DECISIONS))
+    assert titles == ["Alice chose Kafka for the event bus", "Base decision about caching layers",
+                      "Bob moved CI to self-hosted runners"]  # fmt: skip
+    assert cli("--data-dir", str(clone_b), "list", "--type", "decision").stdout.count("\n") == 3
+    assert cli("--data-dir", str(clone_b), "doctor").exit_code == 0
