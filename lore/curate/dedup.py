@@ -1,0 +1,401 @@
+"""Write-time duplicate and contradiction detection.
+
+Layers, cheapest first, against the ACTIVE records of the same kind (patterns and
+lessons are compared together):
+
+1. exact: the normalised text hashes are equal;
+2. lexical: normalised BM25 >= ``LEXICAL_BM25`` or word Jaccard >= ``LEXICAL_JACCARD``;
+3. guard: a lexical or semantic match whose texts name different specifics
+   (a number, version, flag, identifier, file or product name) is vetoed;
+4. semantic: embedding cosine >= ``SEMANTIC_COSINE``;
+5. contradiction: same topic (cosine >= ``TOPIC_COSINE`` or BM25 >= ``TOPIC_BM25``)
+   with opposite advice is reported as a contradiction, never as a duplicate.
+
+Precision matters more than recall: a false duplicate throws away a real note,
+a missed one only leaves two similar notes for ``lore consolidate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lore.curate.similarity import (
+    Bm25Stats,
+    bm25_symmetric,
+    differs_in_specifics,
+    jaccard,
+    opposite_advice,
+    substituted_slot,
+    text_hash,
+    tokens,
+)
+from lore.errors import DuplicateError, ModelError
+from lore.store.records import Record
+
+if TYPE_CHECKING:
+    from lore.store.store import Snapshot, Store
+
+Embed = Callable[[list[str]], np.ndarray]
+
+LEXICAL_BM25 = 0.70
+LEXICAL_JACCARD = 0.80
+SEMANTIC_COSINE = 0.85
+TOPIC_COSINE = 0.60
+TOPIC_BM25 = 0.40
+# The core of a record (a decision's decision line, a pattern's solution, a lesson's rule, an
+# anti-pattern's fix) must itself be close: two patterns under the same generic name ("Logging in
+# request handlers") with different solutions are different patterns.
+CORE_COSINE = 0.80
+CORE_BM25 = 0.50
+# A decision is compared as 0.6 x (decision line) + 0.4 x (decision + rationale) when both have a
+# rationale: the decision line is the claim, the rationale its support, which is worded differently
+# each time the same decision is captured; but two identical one-liners with different rationales
+# ("Use Postgres" for the queue / for analytics) must not score as identical.
+PRIMARY_WEIGHT = 0.6
+
+KIND_GROUPS = {"decision": ("decision",), "pattern": ("pattern", "lesson"), "lesson": ("pattern", "lesson"),
+               "anti_pattern": ("anti_pattern",)}  # fmt: skip
+
+
+@dataclass
+class Match:
+    record: Record
+    similarity: float
+    layer: str  # "exact" | "lexical" | "jaccard" | "semantic"
+
+
+@dataclass
+class DedupOutcome:
+    merged: Record | None = None
+    notices: list[str] = field(default_factory=list)
+    duplicate: Match | None = None
+    contradictions: list[Match] = field(default_factory=list)
+
+
+# -- the text compared, per kind ---------------------------------------------------
+
+
+def _s(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return "\n".join(_s(v) for v in value if _s(v))
+    return str(value).strip()
+
+
+def _join(*parts: Any) -> str:
+    return "\n".join(t for t in (_s(p) for p in parts) if t)
+
+
+def core_text(kind: str, raw: dict[str, Any]) -> str:
+    """The part of a record that carries its advice."""
+    if kind == "decision":
+        return _s(raw.get("decision"))
+    if kind == "anti_pattern":
+        return _s(raw.get("fix")) or _s(raw.get("symptom")) or _s(raw.get("name"))
+    return _s(raw.get("rule")) or _s(raw.get("solution")) or _s(raw.get("name"))
+
+
+def compared_text(kind: str, raw: dict[str, Any]) -> tuple[str, str]:
+    """(primary, secondary) text of a record: the claim, and what supports it."""
+    if kind == "decision":
+        return _s(raw.get("decision")), _s(raw.get("rationale"))
+    if kind == "anti_pattern":
+        return _join(raw.get("name"), raw.get("symptom"), raw.get("fix")), ""
+    if kind == "lesson" or (kind == "pattern" and raw.get("rule")):
+        primary = _join(raw.get("rule"), raw.get("error_pattern"))
+        if primary:
+            return primary, ""
+    return _join(raw.get("name"), raw.get("solution")), _s(raw.get("problem"))
+
+
+@dataclass
+class _Prepared:
+    record: Record | None
+    primary: str
+    full: str
+    has_secondary: bool
+    digest: str
+    primary_tokens: list[str]
+    full_tokens: list[str]
+    core: str = ""
+    core_tokens: list[str] = field(default_factory=list)
+    row: int = -1  # row of the primary vector; the full vector is row + 1, the core's row + 2
+
+    @classmethod
+    def of(cls, kind: str, raw: dict[str, Any], record: Record | None = None) -> _Prepared:
+        primary, secondary = compared_text(kind, raw)
+        full = _join(primary, secondary)
+        core = core_text(kind, raw) or primary
+        return cls(record, primary, full, bool(secondary), text_hash(full), tokens(primary), tokens(full),
+                   core, tokens(core))  # fmt: skip
+
+
+@dataclass
+class _Verdict:
+    duplicate: Match | None = None
+    contradiction: Match | None = None
+    vetoed: str | None = None
+
+
+def _weighted(a: _Prepared, b: _Prepared, primary: float, full: float) -> float:
+    if a.has_secondary and b.has_secondary:
+        return PRIMARY_WEIGHT * primary + (1.0 - PRIMARY_WEIGHT) * full
+    return primary
+
+
+def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarray | None) -> _Verdict:
+    assert old.record is not None
+    record = old.record
+    if new.digest == old.digest:
+        return _Verdict(duplicate=Match(record, 1.0, "exact"))
+    bm25 = _weighted(new, old, bm25_symmetric(new.primary_tokens, old.primary_tokens, stats),
+                     bm25_symmetric(new.full_tokens, old.full_tokens, stats))  # fmt: skip
+    jac = _weighted(new, old, jaccard(new.primary_tokens, old.primary_tokens),
+                    jaccard(new.full_tokens, old.full_tokens))  # fmt: skip
+    cosine = 0.0
+    if vectors is not None:
+        cosine = _weighted(new, old, float(vectors[new.row] @ vectors[old.row]),
+                           float(vectors[new.row + 1] @ vectors[old.row + 1]))  # fmt: skip
+    same_topic = bm25 >= TOPIC_BM25 or jac >= TOPIC_BM25 or (vectors is not None and cosine >= TOPIC_COSINE)
+    if same_topic and opposite_advice(new.core, old.core):
+        return _Verdict(
+            contradiction=Match(
+                record, round(max(bm25, cosine), 4), "semantic" if cosine > bm25 else "lexical"
+            )
+        )
+    candidates = []
+    if bm25 >= LEXICAL_BM25 or jac >= LEXICAL_JACCARD:
+        core_bm25 = bm25_symmetric(new.core_tokens, old.core_tokens, stats)
+        if core_bm25 >= CORE_BM25 or jaccard(new.core_tokens, old.core_tokens) >= CORE_BM25:
+            if bm25 >= LEXICAL_BM25:
+                candidates.append(Match(record, bm25, "lexical"))
+            if jac >= LEXICAL_JACCARD:
+                candidates.append(Match(record, jac, "jaccard"))
+    if (vectors is not None and cosine >= SEMANTIC_COSINE
+            and float(vectors[new.row + 2] @ vectors[old.row + 2]) >= CORE_COSINE):  # fmt: skip
+        candidates.append(Match(record, cosine, "semantic"))
+    if not candidates:
+        return _Verdict()
+    reason = differs_in_specifics(new.full, old.full) or substituted_slot(new.core, old.core)
+    if reason:
+        return _Verdict(vetoed=reason)
+    best = max(candidates, key=lambda m: m.similarity)
+    best.similarity = round(min(1.0, best.similarity), 4)
+    return _Verdict(duplicate=best)
+
+
+def _embed_all(items: list[_Prepared], embed: Embed | None) -> np.ndarray | None:
+    if embed is None or not items:
+        return None
+    texts: list[str] = []
+    for item in items:
+        item.row = len(texts)
+        texts.extend([item.primary, item.full, item.core])
+    vectors = np.asarray(embed(texts), dtype=np.float32)
+    return vectors
+
+
+def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any],
+                   embed: Embed | None) -> tuple[Match | None, list[Match]]:  # fmt: skip
+    """The best duplicate of ``raw`` among the active ``candidates`` of its kind, and contradictions."""
+    group = KIND_GROUPS.get(kind, (kind,))
+    pool = [_Prepared.of(r.kind, r.raw, r) for r in candidates if r.kind in group and r.active]
+    if not pool:
+        return None, []
+    new = _Prepared.of(kind, raw)
+    stats = Bm25Stats.build([p.full_tokens for p in pool] + [new.full_tokens])
+    vectors = _embed_all([new, *pool], embed)
+    best: Match | None = None
+    contradictions: list[Match] = []
+    for old in pool:
+        verdict = _compare(new, old, stats, vectors)
+        if verdict.contradiction is not None:
+            contradictions.append(verdict.contradiction)
+        match = verdict.duplicate
+        if match is None:
+            continue
+        if (
+            best is None
+            or (match.layer == "exact") > (best.layer == "exact")
+            or ((match.layer == "exact") == (best.layer == "exact") and match.similarity > best.similarity)
+        ):
+            best = match
+    contradictions.sort(key=lambda m: -m.similarity)
+    return best, contradictions
+
+
+# -- the write path ----------------------------------------------------------------
+
+
+def _bundled_embed(notices: list[str]) -> Embed | None:
+    from lore.index.embedder import get_embedder
+
+    try:
+        embedder = get_embedder()
+    except ModelError as exc:
+        notices.append(f"semantic duplicate check skipped: {exc.message}")
+        return None
+    return embedder.encode
+
+
+def _describe(match: Match) -> str:
+    return f"{match.record.id} {match.record.title!r}"
+
+
+def check_before_write(
+    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool
+) -> DedupOutcome:
+    """Refuse, merge or annotate a write that duplicates or contradicts an existing record."""
+    outcome = DedupOutcome()
+    snapshot = store.load()
+    group = KIND_GROUPS.get(kind, (kind,))
+    candidates = snapshot.of_kind(*group)
+    if not candidates:
+        return outcome
+    embed = _bundled_embed(outcome.notices)
+    duplicate, contradictions = find_duplicate(candidates, kind, raw, embed)
+    outcome.contradictions = contradictions
+    for match in contradictions:
+        other = match.record.id
+        outcome.notices.append(
+            f"contradicts {_describe(match)} (same topic, opposite advice): consider "
+            f"`lore link {{new_id}} {other} contradicts` or `lore supersede {other} {{new_id}}`"
+        )
+    if duplicate is None:
+        return outcome
+    outcome.duplicate = duplicate
+    percent = f"{duplicate.similarity:.0%}"
+    if force:
+        outcome.notices.append(
+            f"written despite a likely duplicate of {_describe(duplicate)} ({percent}, {duplicate.layer}) (--force)"
+        )
+        return outcome
+    if merge:
+        outcome.merged = _merge(store, duplicate, kind, raw)
+        outcome.notices.insert(
+            0, f"merged into {_describe(duplicate)} ({percent}, {duplicate.layer}); nothing new written"
+        )
+        return outcome
+    raise DuplicateError(
+        f"likely duplicate of {_describe(duplicate)}: {percent} similar ({duplicate.layer})",
+        existing_id=duplicate.record.id,
+        similarity=duplicate.similarity,
+        hint="--force writes anyway; --merge keeps the existing record",
+    )
+
+
+def _merge(store: Store, duplicate: Match, kind: str, raw: dict[str, Any]) -> Record:
+    existing = duplicate.record
+    incoming = raw.get("rule_confidence", raw.get("confidence"))
+    new_confidence = (
+        float(incoming) if isinstance(incoming, int | float) and not isinstance(incoming, bool) else 0.0
+    )
+    confidence = max(existing.confidence, new_confidence)
+    key = (
+        "rule_confidence" if existing.kind == "lesson" and "rule_confidence" in existing.raw else "confidence"
+    )
+
+    def mutate(target: dict[str, Any]) -> None:
+        target[key] = round(confidence, 4)
+        if existing.kind in ("pattern", "lesson"):
+            validations = target.get("validations")
+            target["validations"] = (validations if isinstance(validations, int) else 0) + 1
+
+    detail = {"similarity": duplicate.similarity, "layer": duplicate.layer, "kind": kind,
+              "confidence": round(confidence, 4)}  # fmt: skip
+    return store.update(existing.id, mutate, op="merge", detail=detail)
+
+
+# -- whole-store consolidation ---------------------------------------------------------
+
+
+def consolidation_clusters(snapshot: Snapshot, embed: Embed | None) -> list[list[Match]]:
+    """Groups of near-duplicate active records (same layered rule, per kind), largest first.
+
+    Each cluster lists its records oldest first; a member's ``similarity`` and ``layer`` are
+    those of its strongest link inside the cluster.
+    """
+    clusters: list[list[Match]] = []
+    for group in (("decision",), ("pattern", "lesson"), ("anti_pattern",)):
+        records = [r for r in snapshot.of_kind(*group) if r.active]
+        if len(records) < 2:
+            continue
+        items = [_Prepared.of(r.kind, r.raw, r) for r in records]
+        stats = Bm25Stats.build([p.full_tokens for p in items])
+        vectors = _embed_all(items, embed)
+        sets = _UnionFind(len(items))
+        best: dict[int, Match] = {}
+        for i, j in _candidate_pairs(items, vectors):
+            verdict = _compare(items[i], items[j], stats, vectors)
+            if verdict.duplicate is None:
+                continue
+            match = verdict.duplicate
+            sets.union(i, j)
+            for k, other in ((i, j), (j, i)):
+                if k not in best or match.similarity > best[k].similarity:
+                    best[k] = Match(items[other].record or records[other], match.similarity, match.layer)
+        members: dict[int, list[int]] = {}
+        for i in best:
+            members.setdefault(sets.find(i), []).append(i)
+        for indices in members.values():
+            if len(indices) < 2:
+                continue
+            indices.sort(
+                key=lambda k: (
+                    records[k].raw.get("timestamp") or records[k].raw.get("created_at") or "",
+                    records[k].id,
+                )
+            )
+            clusters.append([Match(records[k], best[k].similarity, best[k].layer) for k in indices])
+    clusters.sort(key=lambda c: -len(c))
+    return clusters
+
+
+class _UnionFind:
+    def __init__(self, size: int) -> None:
+        self.parent = list(range(size))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, i: int, j: int) -> None:
+        self.parent[self.find(i)] = self.find(j)
+
+
+def _candidate_pairs(items: list[_Prepared], vectors: np.ndarray | None) -> list[tuple[int, int]]:
+    """Pairs worth a full comparison: same hash, a shared informative word, or a close vector."""
+    n = len(items)
+    pairs: set[tuple[int, int]] = set()
+    postings: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        for term in set(item.full_tokens):
+            postings.setdefault(term, []).append(index)
+    common = max(50, n // 5)
+    shared: dict[tuple[int, int], int] = {}
+    for docs in postings.values():
+        if len(docs) > common:
+            continue  # too common to suggest a duplicate on its own
+        for x in range(len(docs)):
+            for y in range(x + 1, len(docs)):
+                key = (docs[x], docs[y])
+                shared[key] = shared.get(key, 0) + 1
+    pairs.update(k for k, count in shared.items() if count >= 2)
+    hashes: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        hashes.setdefault(item.digest, []).append(index)
+    for docs in hashes.values():
+        pairs.update((docs[x], docs[y]) for x in range(len(docs)) for y in range(x + 1, len(docs)))
+    if vectors is not None:
+        primary = vectors[[item.row for item in items]]
+        sims = primary @ primary.T
+        rows, cols = np.nonzero(np.triu(sims, k=1) >= SEMANTIC_COSINE - 0.05)
+        pairs.update((int(r), int(c)) for r, c in zip(rows, cols, strict=True))
+    return sorted(pairs)
