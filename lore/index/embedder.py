@@ -81,3 +81,101 @@ class Embedder:
 @lru_cache(maxsize=4)
 def get_embedder(spec: str | None = None) -> Embedder:
     return Embedder(spec)
+
+
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I8": "i1", "I32": "<i4", "I64": "<i8", "U8": "u1"}
+
+
+def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Memory-map the tensors of a safetensors file with numpy alone (no torch, no safetensors)."""
+    import json
+    import struct
+
+    import numpy as np
+
+    with path.open("rb") as handle:
+        (header_len,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(header_len))
+    base = 8 + header_len
+    tensors: dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        start, end = info["data_offsets"]
+        dtype = np.dtype(_SAFETENSORS_DTYPES[info["dtype"]])
+        shape = tuple(info["shape"])
+        tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=base + start, shape=shape) if end > start else np.zeros(shape, dtype)
+    return tensors
+
+
+class QueryEncoder:
+    """model2vec's mean-of-token-embeddings for a local model, without importing model2vec.
+
+    Importing model2vec costs ~0.5 s on a small machine; a query needs only the
+    tokenizer and a memory-mapped matrix. ``tests/test_index.py`` checks that it
+    matches ``StaticModel.encode`` exactly.
+    """
+
+    def __init__(self, model_dir: Path) -> None:
+        import json
+
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        self.model_dir = model_dir
+        tensors = _read_safetensors(model_dir / "model.safetensors")
+        self.embedding = tensors.get("embeddings", tensors.get("embedding.weight"))
+        if self.embedding is None:
+            raise ModelError(f"{model_dir}/model.safetensors has no 'embeddings' tensor")
+        self.weights = tensors.get("weights")
+        self.mapping = tensors.get("mapping")
+        self.dim = int(self.embedding.shape[1])
+        config = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").exists() else {}
+        self.max_length = config.get("max_length", 512)
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        if self.max_length is not None:
+            self.tokenizer.enable_truncation(self.max_length)
+        unk = getattr(self.tokenizer.model, "unk_token", None)
+        self.unk_id = self.tokenizer.token_to_id(unk) if unk else None
+        vocab = self.tokenizer.get_vocab()
+        self.median_token_length = int(np.median([len(token) for token in vocab])) if vocab else 1
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if self.max_length is not None:
+            limit = self.max_length * self.median_token_length
+            texts = [t[:limit] for t in texts]
+        for row, encoding in enumerate(self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)):
+            ids = [i for i in encoding.ids if i != self.unk_id]
+            if not ids:
+                continue
+            index = self.mapping[ids] if self.mapping is not None else ids
+            vectors = np.asarray(self.embedding[index], dtype=np.float32)
+            if self.weights is not None:
+                vectors = vectors * np.asarray(self.weights[ids], dtype=np.float32)[:, None]
+            out[row] = vectors.mean(axis=0)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+
+@lru_cache(maxsize=4)
+def get_query_encoder(spec: str | None = None) -> QueryEncoder | Embedder:
+    """The cheapest encoder for ``spec``: the light reader for local dirs, model2vec otherwise."""
+    spec = spec or model_spec()
+    path = Path(spec).expanduser()
+    if path.is_dir() and (path / "model.safetensors").exists() and (path / "tokenizer.json").exists():
+        try:
+            return QueryEncoder(path)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"cannot load embedding model {spec!r}: {exc.__class__.__name__}: {exc}",
+                             hint="unset LORE_EMBED_MODEL to use the bundled model; lexical search keeps working") from exc  # fmt: skip
+    if path.exists() or "/" in spec and spec.startswith((".", "/", "~")):
+        raise ModelError(f"embedding model {spec!r} is not a model2vec model directory",
+                         hint="it needs model.safetensors, tokenizer.json and config.json")  # fmt: skip
+    return get_embedder(spec)

@@ -1,0 +1,114 @@
+"""The typed-edge graph: built with NetworkX, persisted as a compact adjacency list.
+
+Explicit edges come from ``graph.json``; implicit ones from the records
+themselves (``superseded_by``, handoff related ids, pattern and lesson origins).
+The query path reads the persisted adjacency without importing NetworkX.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lore.store.records import Record
+
+
+
+@dataclass(frozen=True)
+class GraphEdge:
+    source: str
+    target: str
+    relation: str
+    weight: float = 1.0
+    implicit: bool = False
+
+
+def implicit_edges(records: Iterable[Record]) -> list[GraphEdge]:
+    edges: list[GraphEdge] = []
+    for record in records:
+        successor = record.raw.get("superseded_by")
+        if isinstance(successor, str) and successor:
+            edges.append(GraphEdge(successor, record.id, "supersedes", 1.0, True))
+        if record.kind == "handoff":
+            edges.extend(GraphEdge(record.id, other, "relates_to", 0.5, True) for other in record.related_ids())
+        elif record.kind in ("pattern", "lesson") and record.origin_id:
+            relation = "learned_from" if record.kind == "lesson" else "derived_from"
+            edges.append(GraphEdge(record.id, record.origin_id, relation, 1.0, True))
+        elif record.kind == "decision":
+            edges.extend(GraphEdge(record.id, other, "relates_to", 0.5, True) for other in record.related_ids())
+    return edges
+
+
+def build(records: dict[str, Record], explicit: Iterable[GraphEdge]) -> Any:
+    """A NetworkX MultiDiGraph over existing records (edges to missing records are dropped)."""
+    import networkx as nx
+
+    graph = nx.MultiDiGraph()
+    graph.add_nodes_from(records)
+    seen: set[tuple[str, str, str]] = set()
+    for edge in [*explicit, *implicit_edges(records.values())]:
+        key = (edge.source, edge.target, edge.relation)
+        if edge.source not in records or edge.target not in records or key in seen or edge.source == edge.target:
+            continue
+        seen.add(key)
+        graph.add_edge(edge.source, edge.target, key=edge.relation, relation=edge.relation,
+                       weight=edge.weight, implicit=edge.implicit)  # fmt: skip
+    return graph
+
+
+def save_as(path: Path, graph: Any) -> None:
+    edges = [
+        [source, target, data["relation"], data["weight"], data["implicit"]]
+        for source, target, data in graph.edges(data=True)
+    ]
+    path.write_bytes(orjson.dumps({"edges": edges}))
+
+
+class Adjacency:
+    """Out- and in-edges per record id, loaded from the persisted graph."""
+
+    def __init__(self, edges: list[GraphEdge]) -> None:
+        self.out: dict[str, list[GraphEdge]] = {}
+        self.into: dict[str, list[GraphEdge]] = {}
+        for edge in edges:
+            self.out.setdefault(edge.source, []).append(edge)
+            self.into.setdefault(edge.target, []).append(edge)
+        self.edge_count = len(edges)
+
+    @classmethod
+    def load_file(cls, path: Path) -> Adjacency:
+        try:
+            data = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return cls([])
+        return cls([GraphEdge(s, t, r, float(w), bool(i)) for s, t, r, w, i in data.get("edges", [])])
+
+    def neighbours(self, record_id: str) -> list[tuple[GraphEdge, str, str]]:
+        """(edge, other id, direction 'out'|'in') for every edge touching ``record_id``."""
+        result = [(e, e.target, "out") for e in self.out.get(record_id, [])]
+        result += [(e, e.source, "in") for e in self.into.get(record_id, [])]
+        return result
+
+    def bfs(self, seeds: Iterable[str], depth: int) -> dict[str, tuple[int, list[tuple[GraphEdge, str]]]]:
+        """Shortest hop count and path from any seed, up to ``depth`` hops (cycles are safe)."""
+        found: dict[str, tuple[int, list[tuple[GraphEdge, str]]]] = {}
+        queue: deque[str] = deque()
+        for seed in seeds:
+            if seed not in found:
+                found[seed] = (0, [])
+                queue.append(seed)
+        while queue:
+            node = queue.popleft()
+            hops, path = found[node]
+            if hops >= depth:
+                continue
+            for edge, other, direction in self.neighbours(node):
+                if other not in found:
+                    found[other] = (hops + 1, [*path, (edge, direction)])
+                    queue.append(other)
+        return found

@@ -1,0 +1,118 @@
+"""The records table: what ranking and rendering need per record, without reading the sources.
+
+Columns (ids, kinds, projects, times, confidence, ...) load in one orjson call;
+each record's text lives in a JSONL file read by offset only for shown results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lore.store.records import Record
+
+CONTENT_LIMIT = 4000
+
+
+def record_hash(record: Record) -> str:
+    return hashlib.sha256(orjson.dumps(record.raw, option=orjson.OPT_SORT_KEYS) + record.kind.encode()).hexdigest()[:20]
+
+
+def embedding_text(record: Record) -> str:
+    fields = record.fields()
+    return "\n".join(t for t in (fields["title"], fields["title"], fields["body"], fields["tags"]) if t)[:6000]
+
+
+def doc_of(record: Record) -> dict[str, Any]:
+    return {
+        "title": record.title,
+        "content": record.content[:CONTENT_LIMIT],
+        "summary": record.summary[:1200],
+        "superseded_by": record.raw.get("superseded_by"),
+        "intent_chain": record.raw.get("intent_chain") or record.raw.get("intents") or [],
+        "severity": record.raw.get("severity"),
+    }
+
+
+@dataclass
+class Table:
+    ids: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    projects: list[str | None] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    times: list[float | None] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)
+    importance: list[int] = field(default_factory=list)
+    pinned: list[bool] = field(default_factory=list)
+    tags: list[list[str]] = field(default_factory=list)
+    hashes: list[str] = field(default_factory=list)
+    offsets: list[int] = field(default_factory=list)
+    docs_path: Path | None = None
+    _row: dict[str, int] | None = None
+    _docs_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def row(self, record_id: str) -> int | None:
+        if self._row is None:
+            self._row = {rid: i for i, rid in enumerate(self.ids)}
+        return self._row.get(record_id)
+
+    def append(self, record: Record, record_hash_value: str) -> None:
+        moment = record.timestamp
+        self.ids.append(record.id)
+        self.kinds.append(record.kind)
+        self.projects.append(record.project)
+        self.statuses.append(record.status)
+        self.times.append(moment.timestamp() if moment else None)
+        self.confidence.append(record.confidence)
+        self.importance.append(record.importance)
+        self.pinned.append(record.pinned)
+        self.tags.append(record.tags)
+        self.hashes.append(record_hash_value)
+
+    def doc(self, row: int) -> dict[str, Any]:
+        """Title, content and summary of one row, read by offset from the docs file."""
+        cached = self._docs_cache.get(row)
+        if cached is not None:
+            return cached
+        assert self.docs_path is not None
+        with self.docs_path.open("rb") as handle:
+            handle.seek(self.offsets[row])
+            value = orjson.loads(handle.readline())
+        self._docs_cache[row] = value
+        return value  # type: ignore[no-any-return]
+
+    def save(self, table_path: Path, docs_path: Path, docs: list[dict[str, Any]]) -> None:
+        offsets, chunks, position = [], [], 0
+        for doc in docs:
+            line = orjson.dumps(doc) + b"\n"
+            offsets.append(position)
+            chunks.append(line)
+            position += len(line)
+        docs_path.write_bytes(b"".join(chunks))
+        self.offsets = offsets
+        self.docs_path = docs_path
+        columns = {name: getattr(self, name) for name in COLUMNS}
+        table_path.write_bytes(orjson.dumps(columns))
+
+    @classmethod
+    def load(cls, table_path: Path, docs_path: Path) -> Table:
+        columns = orjson.loads(table_path.read_bytes())
+        table = cls(**{name: columns[name] for name in COLUMNS})
+        table.docs_path = docs_path
+        if len({len(getattr(table, name)) for name in COLUMNS}) != 1:
+            raise ValueError(f"{table_path}: columns of different lengths")
+        return table
+
+    def read_all_docs(self) -> list[dict[str, Any]]:
+        assert self.docs_path is not None
+        return [orjson.loads(line) for line in self.docs_path.read_bytes().splitlines()]
+
+
+COLUMNS = ("ids", "kinds", "projects", "statuses", "times", "confidence", "importance", "pinned", "tags", "hashes", "offsets")

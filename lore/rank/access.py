@@ -1,0 +1,60 @@
+"""The access log that search appends to: the reinforcement signal, kept apart from the sources."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import orjson
+
+MAX_BYTES = 4 * 1024 * 1024
+
+
+def record_access(path: Path, query: str, ids: list[str], now: float) -> None:
+    """Append one line per search (scrubbed query, returned ids); never raises."""
+    if not ids:
+        return
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        line = orjson.dumps({"ts": round(now, 3), "q": query[:300], "ids": ids}) + b"\n"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        if path.stat().st_size > MAX_BYTES:
+            compact(path)
+
+
+def load_stats(path: Path) -> dict[str, tuple[int, float]]:
+    """id -> (times returned, last time returned)."""
+    stats: dict[str, tuple[int, float]] = {}
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return stats
+    for line in data.splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        if "agg" in entry:  # a compacted line: {"agg": {id: [count, last]}}
+            for rid, (count, last) in entry["agg"].items():
+                old = stats.get(rid, (0, 0.0))
+                stats[rid] = (old[0] + int(count), max(old[1], float(last)))
+            continue
+        ts = float(entry.get("ts", 0.0))
+        for rid in entry.get("ids", []):
+            count, last = stats.get(rid, (0, 0.0))
+            stats[rid] = (count + 1, max(last, ts))
+    return stats
+
+
+def compact(path: Path) -> None:
+    stats = load_stats(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(orjson.dumps({"agg": {k: [c, t] for k, (c, t) in stats.items()}}) + b"\n")
+    tmp.replace(path)

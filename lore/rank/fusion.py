@@ -1,0 +1,33 @@
+"""Weighted Reciprocal Rank Fusion: score = sum over channels of weight / (k + rank)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+RRF_K = 60
+DEFAULT_WEIGHTS: dict[str, float] = {"vector": 1.0, "hyde": 0.8, "bm25": 0.6, "graph": 0.3}
+
+
+def rrf(
+    rankings: Mapping[str, Sequence[str]],
+    weights: Mapping[str, float] | None = None,
+    k: int = RRF_K,
+) -> dict[str, tuple[float, dict[str, int]]]:
+    """Fuse ranked id lists; return id -> (fused score, {channel: 1-based rank})."""
+    weights = DEFAULT_WEIGHTS if weights is None else weights
+    fused: dict[str, tuple[float, dict[str, int]]] = {}
+    for channel, ids in rankings.items():
+        weight = weights.get(channel, 0.0)
+        for position, item in enumerate(ids, start=1):
+            score, ranks = fused.get(item, (0.0, {}))
+            if channel in ranks:  # a channel counts each item once, at its best rank
+                continue
+            ranks[channel] = position
+            fused[item] = (score + weight / (k + position), ranks)
+    return fused
+
+
+def max_rrf(channels: Sequence[str], weights: Mapping[str, float] | None = None, k: int = RRF_K) -> float:
+    """The fused score of an item ranked first by every channel (for normalisation)."""
+    weights = DEFAULT_WEIGHTS if weights is None else weights
+    return sum(weights.get(c, 0.0) for c in channels) / (k + 1) or 1.0

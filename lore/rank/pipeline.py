@@ -1,0 +1,250 @@
+"""The search pipeline: channels -> weighted RRF -> scoring stages -> graph -> MMR -> evidence gap.
+
+``run`` is deterministic given the index, the query, the options (including
+``now``) and the access statistics; it does no I/O of its own beyond reading
+the index through ``IndexReader``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from lore.rank import fusion, intent, traverse
+from lore.rank.diversity import mmr
+from lore.rank.gap import GapSettings, GapVerdict, assess
+from lore.rank.query import hyde_document
+from lore.rank.stages import Candidate, QueryContext, StageSettings, rank
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lore.index.manager import IndexReader
+
+CHANNELS = ("bm25", "vector", "hyde", "graph")
+GRAPH_SEEDS = 5
+
+
+@dataclass
+class SearchOptions:
+    limit: int = 10
+    retrieval_limit: int = 30
+    types: frozenset[str] | None = None
+    project_filter: str | None = None
+    tags: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    include_all: bool = False
+    intents: tuple[str, ...] = ()
+    current_project: str | None = None
+    graph_depth: int = 0
+    channels: tuple[str, ...] = CHANNELS
+    weights: Mapping[str, float] | None = None
+    adaptive: bool = True
+    diversity: bool = True
+    mmr_lambda: float = 0.7
+    disabled_stages: frozenset[str] = frozenset()
+    stage_settings: StageSettings = field(default_factory=StageSettings)
+    gap_settings: GapSettings = field(default_factory=GapSettings)
+    relation_weights: Mapping[str, float] = field(default_factory=lambda: dict(traverse.RELATION_WEIGHTS))
+    now: float | None = None
+    deadline: float | None = None  # time.monotonic() by which to stop adding channels
+    hyde_text: str | None = None  # a pseudo-answer from LORE_LLM_CMD, replacing the template
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.types or self.project_filter or self.tags or self.since or self.until)
+
+
+@dataclass
+class SearchResponse:
+    query: str
+    hits: list[Candidate]
+    gap: GapVerdict
+    intent: intent.IntentResult
+    timings_ms: dict[str, float]
+    weights: dict[str, float]
+    warnings: list[str] = field(default_factory=list)
+    channels_used: tuple[str, ...] = ()
+
+
+Encoder = Callable[[list[str]], "np.ndarray"]
+
+
+def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None:
+    table = reader.table
+    if not opts.filtered and opts.include_all:
+        return None
+    tags = {t.lower().lstrip("#") for t in opts.tags}
+    allowed = []
+    for row in range(len(table)):
+        ok = opts.include_all or table.statuses[row] == "active"
+        if ok and opts.types and table.kinds[row] not in opts.types:
+            ok = False
+        if ok and opts.project_filter and table.projects[row] != opts.project_filter:
+            ok = False
+        if ok and tags and not tags <= {t.lower() for t in table.tags[row]}:
+            ok = False
+        moment = table.times[row]
+        if ok and opts.since is not None and (moment is None or moment < opts.since):
+            ok = False
+        if ok and opts.until is not None and (moment is None or moment >= opts.until):
+            ok = False
+        allowed.append(ok)
+    return allowed
+
+
+def _candidate(reader: IndexReader, row: int) -> Candidate:
+    t = reader.table
+    doc_chain = ()
+    return Candidate(
+        id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
+        time=t.times[row], confidence=t.confidence[row], importance=t.importance[row], pinned=t.pinned[row],
+        tags=tuple(t.tags[row]), intent_chain=doc_chain,
+    )  # fmt: skip
+
+
+def run(
+    reader: IndexReader,
+    query: str,
+    opts: SearchOptions,
+    *,
+    encode: Encoder | None,
+    access: Mapping[str, tuple[int, float]] | None = None,
+    centroids: dict[str, list[float]] | None = None,
+) -> SearchResponse:
+    """Search the index for ``query`` (already scrubbed)."""
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    clock = time.perf_counter
+    now = opts.now if opts.now is not None else time.time()
+    started = clock()
+
+    def lap(name: str, since: float) -> float:
+        timings[name] = round((clock() - since) * 1000, 3)
+        return clock()
+
+    t = clock()
+    allowed = _allowed_rows(reader, opts)
+    table = reader.table
+    t = lap("filter", t)
+
+    rankings: dict[str, list[str]] = {}
+    channel_scores: dict[str, dict[str, float]] = {}
+    limit = opts.retrieval_limit
+
+    if "bm25" in opts.channels:
+        fetch = limit * 4 if allowed is not None else limit
+        hits = reader.lexical.search(query, fetch)
+        kept = []
+        for record_id, score in hits:
+            row = table.row(record_id)
+            if row is None or (allowed is not None and not allowed[row]):
+                continue
+            kept.append((record_id, score))
+            if len(kept) >= limit:
+                break
+        rankings["bm25"] = [rid for rid, _ in kept]
+        channel_scores["bm25"] = dict(kept)
+        t = lap("bm25", t)
+
+    query_vector = None
+    vector_ok = encode is not None and reader.has_vectors
+    if opts.deadline is not None and time.monotonic() > opts.deadline:
+        vector_ok = False
+        warnings.append("deadline reached: lexical results only")
+    want_vectors = vector_ok and any(c in opts.channels for c in ("vector", "hyde"))
+    if want_vectors:
+        import numpy as np
+
+        from lore.index import vectors as vector_index
+
+        assert encode is not None
+        texts = [query]
+        if "hyde" in opts.channels:
+            texts.append(opts.hyde_text or hyde_document(query))
+        encoded = encode(texts)
+        query_vector = encoded[0]
+        t = lap("encode", t)
+        mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
+        matrix = reader.vectors
+        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
+            if channel not in opts.channels or vec is None or not np.any(vec):
+                continue
+            top = vector_index.top_k(matrix, vec, limit, mask)
+            rankings[channel] = [table.ids[row] for row, _ in top]
+            channel_scores[channel] = {table.ids[row]: score for row, score in top}
+        t = lap("vectors", t)
+
+    classified = intent.classify(query_vector, centroids, query) if opts.adaptive else intent.IntentResult(intent.FALLBACK, 0, 0, True)
+    weights = dict(opts.weights or fusion.DEFAULT_WEIGHTS)
+    if opts.adaptive:
+        for channel, factor in intent.CHANNEL_ADJUST.get(classified.intent, {}).items():
+            weights[channel] = weights.get(channel, 0.0) * factor
+
+    if "graph" in opts.channels:
+        seeds = [*rankings.get("bm25", [])[:GRAPH_SEEDS], *rankings.get("vector", [])[:GRAPH_SEEDS]]
+        ranked = traverse.neighbour_ranking(reader.adjacency, seeds, opts.relation_weights)
+        if allowed is not None:
+            ranked = [rid for rid in ranked if (row := table.row(rid)) is not None and allowed[row]]
+        rankings["graph"] = [rid for rid in ranked if table.row(rid) is not None][:limit]
+        t = lap("graph", t)
+
+    fused = fusion.rrf(rankings, weights)
+    best = fusion.max_rrf([c for c in rankings if rankings[c]], weights)
+    candidates = []
+    for record_id, (score, ranks) in fused.items():
+        row = table.row(record_id)
+        if row is None:
+            continue
+        base = _candidate(reader, row)
+        candidates.append(replace(
+            base, ranks=ranks, fused=score, relevance=min(1.0, score / best),
+            channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
+        ))  # fmt: skip
+    t = lap("fusion", t)
+
+    ctx = QueryContext(
+        now=now, project=opts.current_project, intents=opts.intents, include_all=opts.include_all,
+        access=access or {}, type_preferences=intent.TYPE_PREFERENCES.get(classified.intent, {}) if opts.adaptive else {},
+        settings=opts.stage_settings, disabled=opts.disabled_stages,
+    )  # fmt: skip
+    ranked_candidates = rank(candidates, ctx)
+    t = lap("stages", t)
+
+    from lore.index.lexical import query_terms
+
+    coverage = 0.0
+    if ranked_candidates:
+        terms = set(query_terms(query))
+        if terms:
+            doc = table.doc(ranked_candidates[0].row)
+            coverage = len(terms & set(query_terms(doc["title"] + " " + doc["content"]))) / len(terms)
+    verdict = assess(ranked_candidates, coverage, opts.gap_settings)
+    t = lap("gap", t)
+
+    if opts.diversity and len(ranked_candidates) > 1:
+        pool = ranked_candidates[:20]
+        vecs = None
+        if reader.has_vectors:
+            import numpy as np
+
+            vecs = np.asarray(reader.vectors[[c.row for c in pool]], dtype=np.float32)
+        picked = mmr(pool, vecs, opts.limit, opts.mmr_lambda)
+    else:
+        picked = ranked_candidates[: opts.limit]
+    t = lap("mmr", t)
+
+    if opts.graph_depth > 0 and picked:
+        picked = traverse.expand(reader, picked, opts.graph_depth, opts.relation_weights, ctx, allowed, opts.limit)
+        t = lap("traverse", t)
+    picked = traverse.annotate_contradictions(reader, picked)
+
+    timings["total"] = round((clock() - started) * 1000, 3)
+    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings))
+
+
+def content_of(reader: IndexReader, candidate: Candidate) -> dict[str, Any]:
+    return reader.table.doc(candidate.row)

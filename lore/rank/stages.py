@@ -1,0 +1,190 @@
+"""Scoring stages: pure functions over fused candidates, each switchable and explainable.
+
+A candidate's score is its normalised fused relevance times the product of the
+factors the stages set. Factors are multiplicative, so a boost never reorders two
+candidates of equal evidence against the record it favours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: str
+    row: int
+    kind: str
+    project: str | None = None
+    status: str = "active"
+    time: float | None = None  # epoch seconds
+    confidence: float = 0.8
+    importance: int = 3
+    pinned: bool = False
+    tags: tuple[str, ...] = ()
+    intent_chain: tuple[str, ...] = ()
+    ranks: Mapping[str, int] = field(default_factory=dict)
+    channel_scores: Mapping[str, float] = field(default_factory=dict)
+    fused: float = 0.0
+    relevance: float = 0.0  # fused / best possible fused score, in [0, 1]
+    factors: Mapping[str, float] = field(default_factory=dict)
+    path: tuple[str, ...] = ()  # graph path rendering, when reached through edges
+    notes: tuple[str, ...] = ()
+    represents: int = 1  # near-identical records collapsed into this one
+
+    @property
+    def score(self) -> float:
+        return self.relevance * math.prod(self.factors.values())
+
+    def with_factor(self, name: str, value: float) -> Candidate:
+        return replace(self, factors={**self.factors, name: value})
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    decay_half_life_days: float = 30.0
+    # How much of the score decay may take away: relevant old decisions must still surface.
+    decay_weight: float = 0.3
+    slow_decay_factor: float = 10.0  # pinned and importance >= 4
+    fast_decay_factor: float = 3.0  # scratch observations
+    importance_max_boost: float = 0.2
+    frequency_max_boost: float = 0.15
+    recency_max_boost: float = 0.10
+    recency_half_life_days: float = 7.0
+    project_boost: float = 1.5
+    intent_weight: float = 0.25
+    default_confidence: float = 0.8
+    min_score: float = 0.05
+    status_penalty: float = 0.5  # superseded/retracted shown with --all
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    now: float
+    project: str | None = None
+    intents: tuple[str, ...] = ()
+    include_all: bool = False
+    access: Mapping[str, tuple[int, float]] = field(default_factory=dict)  # id -> (count, last epoch)
+    type_preferences: Mapping[str, float] = field(default_factory=dict)
+    settings: StageSettings = field(default_factory=StageSettings)
+    disabled: frozenset[str] = frozenset()
+
+
+Stage = Callable[[Sequence[Candidate], QueryContext], list[Candidate]]
+
+
+def status_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """Hide superseded and retracted records; with --all keep them, marked and ranked lower."""
+    if not ctx.include_all:
+        return [c for c in candidates if c.status == "active"]
+    return [c if c.status == "active" else c.with_factor("status", ctx.settings.status_penalty) for c in candidates]
+
+
+def confidence_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    return [c.with_factor("confidence", min(1.0, max(0.05, c.confidence))) for c in candidates]
+
+
+def half_life_days(candidate: Candidate, settings: StageSettings) -> float:
+    base = settings.decay_half_life_days
+    if candidate.pinned or (candidate.kind == "decision" and candidate.importance >= 4):
+        return base * settings.slow_decay_factor
+    if candidate.kind == "observation":
+        return base / settings.fast_decay_factor
+    return base
+
+
+def decay(age_days: float, half_life: float) -> float:
+    """The seeds' temporal decay: 0.5 ** (age / half-life); never above 1 for future times."""
+    return 0.5 ** (max(0.0, age_days) / half_life)
+
+
+def decay_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    weight = ctx.settings.decay_weight
+    result = []
+    for c in candidates:
+        if c.time is None:
+            result.append(c.with_factor("decay", 1.0 - weight / 2))
+            continue
+        value = decay((ctx.now - c.time) / DAY, half_life_days(c, ctx.settings))
+        result.append(c.with_factor("decay", 1.0 - weight + weight * value))
+    return result
+
+
+def importance_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    top = ctx.settings.importance_max_boost
+    return [c.with_factor("importance", 1.0 + top * (min(5, max(1, c.importance)) - 1) / 4) for c in candidates]
+
+
+def reinforcement_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """Records that searches keep returning get up to +15% (frequency) and +10% (recency)."""
+    s = ctx.settings
+    result = []
+    for c in candidates:
+        count, last = ctx.access.get(c.id, (0, 0.0))
+        if count <= 0:
+            result.append(c.with_factor("reinforcement", 1.0))
+            continue
+        frequency = s.frequency_max_boost * min(1.0, math.log1p(count) / math.log1p(50))
+        recency = s.recency_max_boost * decay((ctx.now - last) / DAY, s.recency_half_life_days)
+        result.append(c.with_factor("reinforcement", 1.0 + frequency + recency))
+    return result
+
+
+def project_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """Soft boost: the current project's records rank higher, others still surface."""
+    if not ctx.project:
+        return list(candidates)
+    return [c.with_factor("project", ctx.settings.project_boost if c.project == ctx.project else 1.0) for c in candidates]
+
+
+def intent_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """Heritage bonus for overlap between --intent and a record's tags and intent chain."""
+    if not ctx.intents:
+        return list(candidates)  # renormalised away: no factor at all
+    wanted = {i.lower() for i in ctx.intents}
+    result = []
+    for c in candidates:
+        have = {t.lower() for t in (*c.tags, *c.intent_chain)}
+        overlap = len(wanted & have) / len(wanted)
+        result.append(c.with_factor("intent", 1.0 + ctx.settings.intent_weight * overlap))
+    return result
+
+
+def type_preference_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """The classified query intent's preference for record types (fix_bug favours failures...)."""
+    if not ctx.type_preferences:
+        return list(candidates)
+    return [c.with_factor("type", ctx.type_preferences.get(c.kind, 1.0)) for c in candidates]
+
+
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("status", status_stage),
+    ("confidence", confidence_stage),
+    ("decay", decay_stage),
+    ("importance", importance_stage),
+    ("reinforcement", reinforcement_stage),
+    ("project", project_stage),
+    ("intent", intent_stage),
+    ("type", type_preference_stage),
+)
+
+
+def apply_stages(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    current = list(candidates)
+    for name, stage in STAGES:
+        if name in ctx.disabled:
+            continue
+        current = stage(current, ctx)
+    return current
+
+
+def rank(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """Apply the stages, sort by score (ties: fused relevance, then id) and drop the noise floor."""
+    scored = apply_stages(candidates, ctx)
+    scored.sort(key=lambda c: (-c.score, -c.relevance, c.id))
+    floor = ctx.settings.min_score if "threshold" not in ctx.disabled else 0.0
+    return [c for c in scored if c.score >= floor]

@@ -1,0 +1,116 @@
+"""Rich terminal rendering of search results: the only module that imports rich."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from typing import Any
+
+from lore.rank.pipeline import SearchResponse
+from lore.render.text import age, one_line, shorten
+
+GAP_LINE = "[EVIDENCE GAP: no reliable memory for this query]"
+KIND_STYLE = {
+    "decision": "cyan", "pattern": "green", "lesson": "green", "anti_pattern": "red",
+    "handoff": "magenta", "failure": "yellow", "observation": "blue",
+}  # fmt: skip
+
+
+def console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if (sys.stderr if stderr else sys.stdout).isatty() else 100)
+
+
+def _snippet(content: str, terms: set[str], width: int = 220) -> str:
+    text = one_line(content)
+    lowered = text.lower()
+    first = min((lowered.find(t) for t in terms if t and lowered.find(t) >= 0), default=-1)
+    start = max(0, first - 60) if first > 80 else 0
+    piece = text[start:]
+    snippet = shorten(piece, width) or piece[:width]
+    return ("…" if start else "") + snippet
+
+
+def _highlight(text: str, terms: set[str]) -> Any:
+    from rich.text import Text
+
+    rendered = Text(text)
+    for term in sorted(terms, key=len, reverse=True):
+        if len(term) >= 3:
+            rendered.highlight_regex(re.compile(r"(?i)\b" + re.escape(term) + r"\w*"), style="bold underline")
+    return rendered
+
+
+def render_search(response: SearchResponse, reader: Any, *, explain: bool = False, now: float | None = None) -> None:
+    from datetime import UTC, datetime
+
+    from rich.text import Text
+
+    from lore.index.lexical import query_terms
+    from lore.rank.query import content_words
+
+    out = console()
+    now_dt = datetime.fromtimestamp(now if now is not None else time.time(), UTC)
+    for warning in response.warnings:
+        console(stderr=True).print(f"Warning: {warning}", markup=False)
+    if response.gap.gap:
+        out.print(GAP_LINE, style="bold yellow", markup=False)
+    if not response.hits:
+        out.print("No results.", markup=False)
+        return
+    terms = set(content_words(response.query)) | set(query_terms(response.query))
+    for number, hit in enumerate(response.hits, start=1):
+        doc = reader.table.doc(hit.row)
+        moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
+        kind = hit.kind.replace("_", "-")
+        head = Text(f"{number:>2}. ")
+        head.append(f"[{kind}]", style=KIND_STYLE.get(hit.kind, ""))
+        head.append(f" {hit.id}", style="bold")
+        head.append(f"  {hit.project or '-'}  {age(moment, now_dt)}  score {hit.score:.3f}", style="dim")
+        if hit.status != "active":
+            head.append(f"  [{hit.status}]", style="red")
+        if hit.represents > 1:
+            head.append(f"  (+{hit.represents - 1} near-identical)", style="dim")
+        out.print(head)
+        out.print(Text("    ").append(_highlight(one_line(doc["title"]), terms)))
+        body = doc["content"][len(doc["title"]):].strip()
+        if body:
+            snippet = _highlight(_snippet(body, terms), terms)
+            snippet.stylize("dim")
+            out.print(Text("    ").append(snippet))
+        for path in hit.path:
+            out.print(Text(f"    via {path}", style="italic"))
+        for note in hit.notes:
+            out.print(Text(f"    ! {note}", style="yellow"))
+        if explain:
+            _explain(out, hit, response.weights)
+    if explain:
+        gap = response.gap.figures()
+        out.print(Text(
+            f"intent {response.intent.intent} (sim {response.intent.similarity:.2f}{', fallback' if response.intent.fallback else ''}) · "
+            f"weights {', '.join(f'{k} {v:.2f}' for k, v in response.weights.items())} · "
+            f"gap z {gap['z_score']} cos {gap['top_cosine']} coverage {gap['term_coverage']} agree {gap['channels_agreeing']} ({gap['reason']})",
+            style="dim",
+        ))  # fmt: skip
+        out.print(Text("timings ms: " + ", ".join(f"{k} {v:.1f}" for k, v in response.timings_ms.items()), style="dim"))
+
+
+def _explain(out: Any, hit: Any, weights: dict[str, float]) -> None:
+    from rich.text import Text
+
+    from lore.rank.fusion import RRF_K
+
+    parts = []
+    for channel in ("bm25", "vector", "hyde", "graph"):
+        if channel in hit.ranks:
+            contribution = weights.get(channel, 0.0) / (RRF_K + hit.ranks[channel])
+            score = hit.channel_scores.get(channel)
+            shown = f" s={score:.3f}" if score is not None else ""
+            parts.append(f"{channel} #{hit.ranks[channel]}{shown} +{contribution:.4f}")
+        else:
+            parts.append(f"{channel} -")
+    out.print(Text("    channels: " + " · ".join(parts), style="dim"))
+    factors = " × ".join(f"{name} {value:.3f}" for name, value in hit.factors.items())
+    out.print(Text(f"    score = relevance {hit.relevance:.3f} (fused {hit.fused:.4f}) × {factors} = {hit.score:.3f}", style="dim"))

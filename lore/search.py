@@ -1,0 +1,120 @@
+"""Search as a service: scrub, open (and refresh) the index, run the pipeline, log access.
+
+The CLI, the hook, the warm helper and the MCP server all call ``search``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from lore.errors import ModelError
+from lore.index.manager import IndexManager, IndexReader, Progress, _no_progress
+from lore.paths import Locations
+from lore.rank import access as access_log
+from lore.rank import intent
+from lore.rank.pipeline import SearchOptions, SearchResponse, run
+from lore.rank.query import scrub_query
+
+LLM_TIMEOUT_S = 4.0
+
+
+@dataclass
+class SearchSession:
+    """What a search keeps warm between queries (a helper process holds one for its lifetime)."""
+
+    locations: Locations
+    reader: IndexReader | None = None
+    encoder: Any = None
+    encoder_error: str | None = None
+    centroids: dict[str, list[float]] | None = None
+    access: dict[str, tuple[int, float]] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def open(self, policy: str = "refresh", progress: Progress = _no_progress) -> IndexReader:
+        manager = IndexManager(self.locations)
+        if self.reader is not None and policy != "ignore":
+            reason = manager.staleness(self.reader.meta)
+            if reason is None and manager.current_dir() == self.reader.directory:
+                return self.reader
+            self.reader.close()
+            self.reader = None
+        if self.reader is None:
+            self.reader, self.warnings = manager.open(policy=policy, progress=progress)
+        return self.reader
+
+    def get_encoder(self) -> Any:
+        if self.encoder is None and self.encoder_error is None:
+            from lore.index.embedder import get_query_encoder
+
+            try:
+                self.encoder = get_query_encoder()
+            except ModelError as error:
+                self.encoder_error = error.message
+        return self.encoder
+
+    def get_centroids(self, reader: IndexReader) -> dict[str, list[float]] | None:
+        if self.centroids is None and reader.has_vectors and self.get_encoder() is not None:
+            self.centroids = intent.load_centroids(
+                reader.directory / "intent-centroids.json", str(reader.meta.get("model")), self.encoder.encode
+            )
+        return self.centroids
+
+
+def llm_pseudo_answer(query: str) -> str | None:
+    """A two-sentence answer from ``LORE_LLM_CMD`` (query on stdin); None on any problem."""
+    command = os.environ.get("LORE_LLM_CMD")
+    if not command:
+        return None
+    prompt = f"In two sentences, answer as a team's engineering notes would: {query}"
+    try:
+        done = subprocess.run(shlex.split(command), input=prompt, capture_output=True, text=True,
+                              timeout=LLM_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    answer = " ".join(done.stdout.split())[:1000]
+    return answer if done.returncode == 0 and answer else None
+
+
+def search(
+    session: SearchSession,
+    raw_query: str,
+    options: SearchOptions,
+    *,
+    policy: str = "refresh",
+    log_access: bool = True,
+    progress: Progress = _no_progress,
+    use_llm: bool = True,
+) -> tuple[SearchResponse, IndexReader]:
+    started = time.perf_counter()
+    scrubbed = scrub_query(raw_query)
+    t_open = time.perf_counter()
+    reader = session.open(policy, progress)
+    open_ms = (time.perf_counter() - t_open) * 1000
+    encoder = session.get_encoder() if reader.has_vectors else None
+    encode = encoder.encode if encoder is not None else None
+    if session.access is None:
+        session.access = access_log.load_stats(session.locations.access_log)
+    if use_llm and options.hyde_text is None and "hyde" in options.channels:
+        options.hyde_text = llm_pseudo_answer(scrubbed.text)
+    response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
+                   centroids=session.get_centroids(reader) if options.adaptive else None)  # fmt: skip
+    response.warnings = [*session.warnings, *response.warnings]
+    if session.encoder_error and reader.has_vectors:
+        response.warnings.append(f"{session.encoder_error}; lexical results only")
+    if scrubbed.redactions:
+        response.warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
+    response.timings_ms["open_index"] = round(open_ms, 3)
+    if log_access and response.hits and not response.gap.gap:
+        now = options.now if options.now is not None else time.time()
+        ids = [h.id for h in response.hits]
+        access_log.record_access(session.locations.access_log, scrubbed.text, ids, now)
+        for rid in ids:
+            count, _ = session.access.get(rid, (0, 0.0))
+            session.access[rid] = (count + 1, now)
+    response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
+    return response, reader
