@@ -17,9 +17,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(f"lore {__version__}\n")
         return
     if len(args) >= 2 and args[0] == "hook" and args[1] == "prompt" and "--help" not in args:
+        import os
+
         from lore.hook import run_prompt_hook
 
-        sys.exit(run_prompt_hook(args[2:]))
+        code = run_prompt_hook(args[2:])
+        sys.stdout.flush()
+        # Skip interpreter teardown: faster, and a worker thread cut off at the
+        # deadline cannot delay the exit.
+        os._exit(code)
     from lore.cli.app import run
 
     sys.exit(run(args))

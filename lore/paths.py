@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 APP_NAME = "lore"
@@ -63,10 +62,23 @@ def resolve_index_dir(data_dir: Path, option: str | Path | None = None) -> Path:
     return cache_dir() / "indexes" / f"{data_dir.name or 'root'}-{digest}"
 
 
-@dataclass(frozen=True)
 class Locations:
-    data_dir: Path
-    index_dir: Path
+    """Resolved data and index dirs (a plain class: dataclasses would cost the hook ~10 ms)."""
+
+    __slots__ = ("data_dir", "index_dir")
+
+    def __init__(self, data_dir: Path, index_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.index_dir = index_dir
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Locations) and (self.data_dir, self.index_dir) == (other.data_dir, other.index_dir)
+
+    def __hash__(self) -> int:
+        return hash((self.data_dir, self.index_dir))
+
+    def __repr__(self) -> str:
+        return f"Locations(data_dir={self.data_dir!r}, index_dir={self.index_dir!r})"
 
     @classmethod
     def resolve(cls, data_dir: str | Path | None = None, index_dir: str | Path | None = None) -> Locations:

@@ -106,6 +106,8 @@ def search(
     response.warnings = [*session.warnings, *response.warnings]
     if session.encoder_error and reader.has_vectors:
         response.warnings.append(f"{session.encoder_error}; lexical results only")
+    elif not reader.has_vectors and not any("lexical" in w for w in response.warnings):
+        response.warnings.append("the index has no embeddings (model unavailable when it was built): lexical results only")
     if scrubbed.redactions:
         response.warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
     response.timings_ms["open_index"] = round(open_ms, 3)

@@ -103,10 +103,14 @@ def state(ctx: typer.Context) -> AppState:
 def _register() -> None:
     # Imported for their side effect of registering commands on ``app``.
     from lore.cli import (  # noqa: F401
-        cmd_agent,
+        cmd_bench,
         cmd_capture,
         cmd_curate,
+        cmd_hook,
+        cmd_hook_install,
         cmd_index,
+        cmd_lessons,
+        cmd_mcp,
         cmd_read,
         cmd_search,
     )

@@ -8,8 +8,8 @@ import orjson
 import typer
 
 from lore import capture
-from lore.cli.app import app, state
 from lore.capture import WriteOptions, WriteResult
+from lore.cli.app import app, state
 from lore.render.records import KIND_LABEL, record_json
 
 

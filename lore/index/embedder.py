@@ -175,7 +175,7 @@ def get_query_encoder(spec: str | None = None) -> QueryEncoder | Embedder:
         except Exception as exc:
             raise ModelError(f"cannot load embedding model {spec!r}: {exc.__class__.__name__}: {exc}",
                              hint="unset LORE_EMBED_MODEL to use the bundled model; lexical search keeps working") from exc  # fmt: skip
-    if path.exists() or "/" in spec and spec.startswith((".", "/", "~")):
+    if path.exists() or ("/" in spec and spec.startswith((".", "/", "~"))):
         raise ModelError(f"embedding model {spec!r} is not a model2vec model directory",
                          hint="it needs model.safetensors, tokenizer.json and config.json")  # fmt: skip
     return get_embedder(spec)

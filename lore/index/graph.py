@@ -11,11 +11,12 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lore.store.records import Record
+if TYPE_CHECKING:
+    from lore.store.records import Record
 
 
 

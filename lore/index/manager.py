@@ -38,12 +38,14 @@ from lore.index import graph as graph_index
 from lore.index import lexical
 from lore.index.table import Table, doc_of, embedding_text, record_hash
 from lore.paths import Locations
-from lore.store import Store
 from lore.store.fileio import atomic_write
-from lore.store.records import Record
+from lore.store.layout import source_files
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from lore.store import Store
+    from lore.store.records import Record
 
 FORMAT_VERSION = 1
 CURRENT = "CURRENT"
@@ -104,7 +106,17 @@ class IndexManager:
     def __init__(self, locations: Locations, store: Store | None = None) -> None:
         self.locations = locations
         self.index_dir = locations.index_dir
-        self.store = store or Store(locations.data_dir)
+        self.data_dir = locations.data_dir
+        self._store = store
+
+    @property
+    def store(self) -> Store:
+        # The store (YAML, validation) is only needed to build; readers stay light.
+        if self._store is None:
+            from lore.store import Store
+
+            self._store = Store(self.data_dir)
+        return self._store
 
     # -- reading the current state ------------------------------------------------
     def current_dir(self) -> Path | None:
@@ -137,17 +149,17 @@ class IndexManager:
 
     def source_manifest(self) -> dict[str, list[int]]:
         manifest: dict[str, list[int]] = {}
-        for path in self.store.source_files():
+        for path in source_files(self.data_dir):
             with contextlib.suppress(OSError):
                 stat = path.stat()
-                manifest[str(path.relative_to(self.store.data_dir))] = [stat.st_size, stat.st_mtime_ns]
+                manifest[str(path.relative_to(self.data_dir))] = [stat.st_size, stat.st_mtime_ns]
         return manifest
 
     def staleness(self, meta: dict[str, Any]) -> str | None:
         """Why the index is out of step with the data dir, or None if it is not (stat only)."""
         from lore.index.embedder import model_identity
 
-        if meta.get("data_dir") != str(self.store.data_dir.resolve()):
+        if meta.get("data_dir") != str(self.data_dir.resolve()):
             return "built for another data dir"
         if meta.get("embeddings") and meta.get("model") != model_identity():
             return "embedding model changed"
@@ -159,7 +171,7 @@ class IndexManager:
             old = indexed[name]
             if old[0] != size or old[1] != mtime:
                 digests = meta.get("digests") or {}
-                path = self.store.data_dir / name
+                path = self.data_dir / name
                 if digests.get(name) and digests[name] == _file_digest(path):
                     continue  # touched, not changed
                 return f"{name} changed"
@@ -418,7 +430,7 @@ class IndexManager:
         warnings: list[str] = []
         found = self.read_meta()
         if found is None:
-            self.build(progress=progress)
+            warnings.extend(self.build(progress=progress).warnings)
             found = self.read_meta()
         else:
             reason = self.staleness(found[1])

@@ -9,11 +9,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lore.store.records import Record
+if TYPE_CHECKING:
+    from lore.store.records import Record
 
 CONTENT_LIMIT = 4000
 

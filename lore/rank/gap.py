@@ -18,10 +18,11 @@ from lore.rank.stages import Candidate
 @dataclass(frozen=True)
 class GapSettings:
     min_z: float = 2.0
-    min_cosine: float = 0.45
+    min_cosine: float = 0.5
     min_bm25_terms: float = 0.5  # share of query content terms the top hit matches lexically
     strong_cosine: float = 0.62
     z_agree: float = 1.2
+    agree_coverage: float = 0.34
 
 
 @dataclass(frozen=True)
@@ -52,13 +53,14 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, settings: GapS
     spread = statistics.pstdev(values) if len(values) > 1 else 0.0
     z = (top.relevance - statistics.fmean(values)) / spread if spread > 0 else 0.0
     cosine = max(top.channel_scores.get("vector", 0.0), top.channel_scores.get("hyde", 0.0))
-    agreeing = sum(1 for ch in ("bm25", "vector", "hyde") if top.ranks.get(ch, 99) <= 10)
+    agreeing = sum(1 for ch in ("bm25", "vector", "hyde") if top.ranks.get(ch, 99) <= 2)
     lexical_ok = term_coverage >= s.min_bm25_terms and top.ranks.get("bm25", 99) <= 3
     if cosine >= s.strong_cosine:
         return GapVerdict(False, z, top.relevance, cosine, term_coverage, agreeing, "strong semantic match")
     if lexical_ok and cosine >= s.min_cosine:
         return GapVerdict(False, z, top.relevance, cosine, term_coverage, agreeing, "lexical and semantic agree")
-    if agreeing >= 2 and z >= s.z_agree and cosine >= s.min_cosine:
+    substance = term_coverage >= s.agree_coverage or cosine >= s.min_cosine
+    if agreeing >= 2 and z >= s.z_agree and substance and cosine >= s.min_cosine - 0.1:
         return GapVerdict(False, z, top.relevance, cosine, term_coverage, agreeing, "channels agree on a standout")
     if z >= s.min_z and cosine >= s.min_cosine:
         return GapVerdict(False, z, top.relevance, cosine, term_coverage, agreeing, "standout candidate")

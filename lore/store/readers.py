@@ -210,7 +210,7 @@ def _salvage_yaml_items(text: str, sections: tuple[str, ...], result: FileRead) 
     loader_cls = _yaml_loader()
     for section_name, number, chunk in chunks:
         try:
-            value = yaml.load("\n".join(chunk), Loader=loader_cls)  # noqa: S506 - safe loader class
+            value = yaml.load("\n".join(chunk), Loader=loader_cls)
         except yaml.YAMLError:
             continue  # the error was already reported at its own line
         if isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict):

@@ -22,6 +22,16 @@ import orjson
 from lore.errors import DataError, NotFoundError, UnsafeRewriteError, UsageError
 from lore.store import audit
 from lore.store.fileio import append_line, atomic_write, data_lock
+from lore.store.layout import (
+    DECISIONS,
+    FAILURES,
+    GRAPH,
+    OBSERVATIONS,
+    PATTERNS,
+    SESSIONS,
+    SIGNALS,
+    source_files,
+)
 from lore.store.readers import FileRead, LoadWarning, read_json, read_jsonl, read_patterns_yaml
 from lore.store.records import (
     RELATIONS,
@@ -32,14 +42,6 @@ from lore.store.records import (
     record_kind_for_pattern_item,
 )
 from lore.store.validate import check_record
-
-DECISIONS = Path("journal/data/decisions.jsonl")
-PATTERNS = Path("patterns/data/patterns.yaml")
-SESSIONS = Path("transfer/data/sessions")
-FAILURES = Path("failures/data/failures.jsonl")
-OBSERVATIONS = Path("inbox/data/observations.jsonl")
-SIGNALS = Path("inbox/data/signals.jsonl")
-GRAPH = Path("graph/data/graph.json")
 
 JSONL_FILES = {"decision": DECISIONS, "failure": FAILURES, "observation": OBSERVATIONS}
 PATTERN_SECTIONS = {"pattern": "patterns", "lesson": "patterns", "anti_pattern": "anti_patterns"}
@@ -112,12 +114,7 @@ class Store:
             )
 
     def source_files(self) -> list[Path]:
-        """Every file that holds records (for change detection by the indexer)."""
-        files = [self.path(p) for p in (DECISIONS, PATTERNS, FAILURES, OBSERVATIONS, SIGNALS, GRAPH)]
-        sessions = self.path(SESSIONS)
-        if sessions.is_dir():
-            files.extend(sorted(sessions.glob("*.json")))
-        return [f for f in files if f.exists()]
+        return source_files(self.data_dir)
 
     # -- init ------------------------------------------------------------------
     def init(self, *, git: bool = False) -> list[Path]:

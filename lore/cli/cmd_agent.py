@@ -1,1 +1,0 @@
-"""Agent integration commands (registered in a later step)."""

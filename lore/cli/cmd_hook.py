@@ -1,0 +1,188 @@
+"""`lore hook ...`: Claude Code hooks. `lore hook prompt` itself runs from lore.__main__ without typer."""
+
+from __future__ import annotations
+
+import typer
+
+from lore.cli.app import app
+
+hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, handoff stubs, install.", no_args_is_help=True)
+app.add_typer(hook_app, name="hook")
+
+import json
+import os
+import sys
+import time
+
+from lore.cli.app import state
+
+server_app = typer.Typer(help="The optional warm helper that keeps the index loaded for the prompt hook.", no_args_is_help=True)
+app.add_typer(server_app, name="server")
+
+
+@hook_app.command("prompt")
+def hook_prompt() -> None:
+    """UserPromptSubmit: print relevant memory as hook JSON (reads the event on stdin; always exits 0)."""
+    from lore.hook import run_prompt_hook
+
+    run_prompt_hook([])
+
+
+def _read_event() -> dict:
+    try:
+        from lore.hook import read_event
+
+        return read_event(sys.stdin)
+    except Exception:
+        return {}
+
+
+@hook_app.command("session-start")
+def hook_session_start() -> None:
+    """SessionStart: inject the latest handoff and the top active lessons for the project (always exits 0)."""
+    from lore.hook import budget_chars, hook_output, log_failure
+
+    try:
+        event = _read_event()
+        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
+            return
+        from lore.paths import Locations
+        from lore.project import detect_project
+        from lore.session_context import session_start_text
+
+        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+        text = session_start_text(Locations.resolve(), detect_project(cwd), budget_chars())
+        if text:
+            typer.echo(hook_output("SessionStart", text))
+    except Exception as exc:
+        log_failure(type(exc).__name__, str(exc))
+
+
+def _stub(event_name: str) -> None:
+    from lore.hook import log_failure
+
+    try:
+        event = _read_event()
+        if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
+            return
+        from lore.paths import Locations
+        from lore.project import detect_project
+        from lore.session_context import record_handoff_stub
+
+        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        record_handoff_stub(Locations.resolve(), detect_project(cwd), session_id, event_name)
+    except Exception as exc:
+        log_failure(type(exc).__name__, str(exc))
+
+
+@hook_app.command("pre-compact")
+def hook_pre_compact() -> None:
+    """PreCompact: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
+    _stub("pre-compact")
+
+
+@hook_app.command("stop")
+def hook_stop() -> None:
+    """Stop: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
+    _stub("stop")
+
+
+@hook_app.command("off")
+def hook_off(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
+    """Stop injecting context into one session."""
+    from lore.hook import opt_out_path
+
+    path = opt_out_path(session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n")
+    typer.echo(f"lore hook is off for session {session}")
+
+
+@hook_app.command("on")
+def hook_on(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
+    """Resume injecting context into a session that was turned off."""
+    from lore.hook import opt_out_path
+
+    opt_out_path(session).unlink(missing_ok=True)
+    typer.echo(f"lore hook is on for session {session}")
+
+
+@server_app.command("start")
+def server_start(
+    ctx: typer.Context,
+    idle: int = typer.Option(600, "--idle", min=5, help="Exit after this many idle seconds."),
+) -> None:
+    """Start the warm helper for the current index in the background."""
+    from lore import server
+
+    index_dir = state(ctx).locations.index_dir
+    running = server.read_status(index_dir)
+    if running:
+        typer.echo(f"lore server already running (pid {running['pid']})")
+        return
+    pid = server.start_detached(index_dir, idle)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = server.read_status(index_dir)
+        if status:
+            typer.echo(f"lore server started (pid {status['pid']}, idle exit after {idle}s)")
+            return
+        time.sleep(0.05)
+    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {server.server_paths(index_dir)['dir']}", err=True)
+    raise typer.Exit(1)
+
+
+@server_app.command("run")
+def server_run(idle: int = typer.Option(600, "--idle", min=5, help="Exit after this many idle seconds.")) -> None:
+    """Run the warm helper in the foreground (what `start` runs)."""
+    from lore import server
+
+    raise typer.Exit(server.serve(idle))
+
+
+@server_app.command("status")
+def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Show whether a helper serves the current index."""
+    from lore import server
+
+    index_dir = state(ctx).locations.index_dir
+    status = server.read_status(index_dir)
+    if as_json:
+        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": server.auto_start_enabled()}))
+        return
+    if status is None:
+        typer.echo(f"lore server: not running (auto-start {'on' if server.auto_start_enabled() else 'off'})")
+        return
+    uptime = time.time() - float(status.get("started_at", time.time()))
+    typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
+               f"index {status.get('index_dir')}")  # fmt: skip
+
+
+@server_app.command("stop")
+def server_stop(ctx: typer.Context) -> None:
+    """Stop the helper for the current index."""
+    from lore import server
+
+    pid = server.stop(state(ctx).locations.index_dir)
+    typer.echo("lore server: not running" if pid is None else f"lore server stopped (pid {pid})")
+
+
+@server_app.command("enable")
+def server_enable() -> None:
+    """Let the prompt hook start the helper itself when none runs."""
+    from lore.paths import state_dir
+
+    path = state_dir() / "server-auto"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    typer.echo("lore server auto-start enabled: the prompt hook will start a helper when none runs")
+
+
+@server_app.command("disable")
+def server_disable() -> None:
+    """The prompt hook no longer starts the helper (a running one keeps running until idle or stopped)."""
+    from lore.paths import state_dir
+
+    (state_dir() / "server-auto").unlink(missing_ok=True)
+    typer.echo("lore server auto-start disabled")

@@ -1,0 +1,1 @@
+"""Registered in a later commit."""

@@ -1,0 +1,216 @@
+"""The Claude Code prompt-submit hook: ``lore hook prompt``.
+
+It runs on every prompt, so it must be fast, must never break the prompt and
+must inject nothing rather than noise. Whatever happens it exits 0 and prints
+either one valid hook JSON object or nothing; failures go to a log file.
+
+Order of work: read stdin -> cheap refusals (disabled, trivial prompt) -> ask the
+warm helper if one is running -> otherwise search in-process under a hard
+deadline (lexical-only past the soft deadline, nothing past the hard one).
+This module imports only the standard library until it has to search.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+
+# Importing typing costs ~5-25 ms; the hook only needs it for the type checker.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+DEFAULT_BUDGET = 1500
+DEFAULT_DEADLINE_MS = 400
+MAX_STDIN = 1 << 20
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'\-]+|\d+[A-Za-z]+[A-Za-z0-9]*")
+_TRIVIAL_WORDS = frozenset(
+    ["a", "an", "the", "and", "or", "but", "to", "of", "in", "on", "at", "for", "with", "is", "are", "was", "were", "be", "it", "this", "that", "these", "those", "i", "you", "we", "he", "she", "they", "me", "my", "your", "our", "please", "thanks", "thank", "ok", "okay", "yes", "no", "yep", "nope", "sure", "hi", "hello", "hey", "go", "do", "continue", "proceed", "again", "more", "next", "lgtm", "ship", "fine", "good", "great", "cool", "nice", "done"]
+)
+
+
+def log_failure(kind: str, message: str) -> None:
+    """One line per failure in the cache dir; never raises."""
+    try:
+        from lore.paths import cache_dir
+
+        path = cache_dir() / "hook.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        line = f"{stamp} {kind}: {' '.join(str(message).split())[:500]}\n"
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+    except Exception:
+        pass
+
+
+def hook_output(event: str, context: str) -> str:
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
+
+
+def content_word_count(prompt: str) -> int:
+    return sum(1 for w in _WORD.findall(prompt) if w.lower() not in _TRIVIAL_WORDS)
+
+
+def is_trivial(prompt: str) -> bool:
+    stripped = prompt.strip()
+    return not stripped or stripped.startswith("/") or content_word_count(stripped) < 3
+
+
+def session_opted_out(session_id: str | None) -> bool:
+    if not session_id:
+        return False
+    from lore.paths import state_dir
+
+    return (state_dir() / "hook-off" / _safe_name(session_id)).exists()
+
+
+def _safe_name(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:120] or "_"
+
+
+def budget_chars() -> int:
+    try:
+        return max(0, int(os.environ.get("LORE_HOOK_BUDGET", DEFAULT_BUDGET)))
+    except ValueError:
+        return DEFAULT_BUDGET
+
+
+def deadline_seconds() -> float:
+    try:
+        return max(0.05, int(os.environ.get("LORE_HOOK_DEADLINE_MS", DEFAULT_DEADLINE_MS)) / 1000)
+    except ValueError:
+        return DEFAULT_DEADLINE_MS / 1000
+
+
+def read_event(stream: Any) -> dict[str, Any]:
+    raw = stream.buffer.read(MAX_STDIN + 1) if hasattr(stream, "buffer") else stream.read(MAX_STDIN + 1)
+    if isinstance(raw, bytes):
+        if len(raw) > MAX_STDIN:
+            raise ValueError("hook input larger than 1 MB")
+        raw = raw.decode("utf-8")
+    elif len(raw) > MAX_STDIN:
+        raise ValueError("hook input larger than 1 MB")
+    event = json.loads(raw)
+    if not isinstance(event, dict):
+        raise ValueError("hook input is not a JSON object")
+    return event
+
+
+def remember_last_prompt(session_id: str | None, prompt: str) -> None:
+    """Keep the session's last prompt (scrubbed, short) for an optional handoff stub."""
+    if not session_id or os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
+        return
+    try:
+        from lore.paths import state_dir
+        from lore.scrub import scrub
+
+        path = state_dir() / "sessions" / (_safe_name(session_id) + ".json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"prompt": scrub(" ".join(prompt.split())[:300]).text, "ts": time.time()}))
+    except Exception as exc:
+        log_failure("last-prompt", repr(exc))
+
+
+def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
+                       gap_line: bool = False) -> str:  # fmt: skip
+    """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
+    from lore.context import assemble
+    from lore.project import detect_project
+    from lore.rank.pipeline import SearchOptions
+    from lore.search import search
+
+    project = detect_project(cwd) if cwd else None
+    options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
+    policy = os.environ.get("LORE_HOOK_REFRESH", "ignore")
+    response, reader = search(session, prompt, options, policy=policy, use_llm=False)
+    block = assemble(response, reader, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
+    return block.text
+
+
+def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float) -> str | None:
+    """Search in a worker thread; give up (None) at the hard deadline."""
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+    from lore.search import SearchSession
+
+    locations = Locations.resolve()
+    if not locations.data_dir.is_dir():
+        raise FileNotFoundError(f"data dir {locations.data_dir} does not exist")
+    if IndexManager(locations).read_meta() is None:
+        raise FileNotFoundError(f"no usable index in {locations.index_dir}; run `lore index`")
+    result: dict[str, Any] = {}
+    total = deadline - started
+    soft = started + total * 0.7  # past this, skip the vector channels: lexical-only
+
+    def work() -> None:
+        try:
+            session = SearchSession(locations)
+            result["text"] = context_for_prompt(session, prompt, cwd, budget, soft, _gap_line())
+        except BaseException as exc:
+            result["error"] = exc
+
+    import threading
+
+    worker = threading.Thread(target=work, name="lore-hook", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    if worker.is_alive():
+        log_failure("deadline", f"no result within {total * 1000:.0f} ms; injected nothing")
+        return None
+    if "error" in result:
+        raise result["error"]
+    return str(result.get("text") or "")
+
+
+def _gap_line() -> bool:
+    return os.environ.get("LORE_HOOK_GAP", "nothing") == "line"
+
+
+def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> int:
+    """Entry point for ``lore hook prompt``. Always returns 0."""
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    started = time.monotonic()
+    deadline = started + deadline_seconds()
+    try:
+        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
+            return 0
+        event = read_event(stdin)
+        prompt = event.get("prompt")
+        if not isinstance(prompt, str):
+            raise ValueError("hook input has no 'prompt' string")
+        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+        if session_opted_out(session_id):
+            return 0
+        remember_last_prompt(session_id, prompt)
+        if is_trivial(prompt):
+            return 0
+        budget = budget_chars()
+        if budget <= 0:
+            return 0
+        from lore.server import ask_server
+
+        text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": _gap_line(),
+                           "data_dir": os.environ.get("LORE_DATA_DIR")}, deadline)  # fmt: skip
+        if text is None:
+            text = _in_process(prompt, cwd, budget, started, deadline)
+        if text and len(text) <= budget:
+            stdout.write(hook_output("UserPromptSubmit", text) + "\n")
+            stdout.flush()
+    except BaseException as exc:  # the prompt must go through whatever happens
+        if isinstance(exc, KeyboardInterrupt):
+            return 0
+        log_failure(type(exc).__name__, str(exc))
+    return 0
+
+
+def opt_out_path(session_id: str) -> Path:
+    from lore.paths import state_dir
+
+    return state_dir() / "hook-off" / _safe_name(session_id)

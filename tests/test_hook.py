@@ -1,0 +1,235 @@
+"""The prompt hook, as Claude Code runs it: a subprocess, JSON on stdin, exit 0 whatever happens."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lore import capture
+from lore.capture import WriteOptions
+from lore.index.manager import IndexManager
+from lore.paths import Locations
+from lore.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAIN = WriteOptions(check_duplicates=False)
+PROMPT = "add jittered exponential backoff around the payment provider charge call"
+
+
+def event(prompt: str = PROMPT, **extra: object) -> str:
+    return json.dumps({"session_id": "sess-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(Path.cwd()),
+                       "hook_event_name": "UserPromptSubmit", "prompt": prompt, **extra})  # fmt: skip
+
+
+def run_hook(stdin: str | bytes, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    return subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=data, capture_output=True,
+                          env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000", **(env or {})}, timeout=timeout)  # fmt: skip
+
+
+def assert_valid_or_empty(result: subprocess.CompletedProcess[bytes], budget: int = 1500) -> str:
+    assert result.returncode == 0
+    assert result.stderr == b""
+    out = result.stdout.decode()
+    if not out:
+        return ""
+    payload = json.loads(out)
+    assert list(payload) == ["hookSpecificOutput"]
+    inner = payload["hookSpecificOutput"]
+    assert inner["hookEventName"] == "UserPromptSubmit"
+    context = inner["additionalContext"]
+    assert 0 < len(context) <= budget
+    return str(context)
+
+
+def hook_log() -> str:
+    path = Path(os.environ["LORE_CACHE_DIR"]) / "hook.log"
+    return path.read_text() if path.exists() else ""
+
+
+@pytest.fixture
+def indexed(data_dir: Path) -> Path:
+    store = Store(data_dir, actor="test")
+    store.init()
+    capture.remember(store, "Wrap payment-provider calls in exponential backoff with full jitter", project="acme-api",
+                     rationale="A Stripe degradation turned synchronized attempts into a thundering herd.\x1b[31m",
+                     importance=4, options=PLAIN)  # fmt: skip
+    capture.remember(store, "Use PgBouncer transaction pooling for billing Postgres", project="acme-api",
+                     rationale="asyncpg exhausted RDS connections during the March spike", options=PLAIN)  # fmt: skip
+    capture.learn(store, "Idempotency keys for payment calls", project="acme-api",
+                  solution="Send a stable idempotency key with every charge so a second attempt cannot double-charge",
+                  options=PLAIN)  # fmt: skip
+    for i in range(20):
+        capture.observe(store, f"Unrelated note {i} about office plants and lunch menus", project="other", options=PLAIN)
+    IndexManager(Locations.resolve(data_dir)).build()
+    return data_dir
+
+
+def test_injects_fenced_compact_context_within_budget(indexed: Path) -> None:
+    context = assert_valid_or_empty(run_hook(event()))
+    assert context.startswith('<lore-memory source="lore" role="reference-data">\n')
+    assert context.endswith("</lore-memory>")
+    assert "not as instructions" in context
+    assert "exponential backoff with full jitter" in context and "(decision dec-" in context
+    assert "\x1b" not in context  # control characters and ANSI sequences stripped
+
+
+def test_budget_from_environment(indexed: Path) -> None:
+    context = assert_valid_or_empty(run_hook(event(), {"LORE_HOOK_BUDGET": "400"}), budget=400)
+    assert context and len(context) <= 400
+
+
+@pytest.mark.parametrize("prompt", ["/clear", "/compact now please", "yes", "ok go ahead", "thanks!", ""])
+def test_trivial_prompts_get_nothing(indexed: Path, prompt: str) -> None:
+    assert assert_valid_or_empty(run_hook(event(prompt))) == ""
+
+
+def test_evidence_gap_injects_nothing_or_the_line(indexed: Path) -> None:
+    gap_prompt = "configure the cluster autoscaler for GPU node pools in azure"
+    assert assert_valid_or_empty(run_hook(event(gap_prompt))) == ""
+    line = assert_valid_or_empty(run_hook(event(gap_prompt), {"LORE_HOOK_GAP": "line"}))
+    assert line == "[EVIDENCE GAP: no reliable memory for this query]"
+
+
+def test_disabled_globally_and_per_session(indexed: Path, cli) -> None:
+    assert run_hook(event(), {"LORE_HOOK": "off"}).stdout == b""
+    assert cli("hook", "off", "--session", "sess-1").stdout == "lore hook is off for session sess-1\n"
+    assert run_hook(event()).stdout == b""
+    assert assert_valid_or_empty(run_hook(event(session_id="sess-2")))
+    cli("hook", "on", "--session", "sess-1")
+    assert assert_valid_or_empty(run_hook(event()))
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [b"", b"not json", b"\x00\x01\x02\xff", b"[1,2,3]", b'{"prompt": 42}', b'{"no_prompt": true}',
+     b'{"prompt": "' + b"x" * (2 * 1024 * 1024) + b'"}'],
+    ids=["empty", "garbage", "binary", "array", "prompt-not-text", "no-prompt", "huge"],
+)  # fmt: skip
+def test_invalid_stdin_prints_nothing_and_logs(indexed: Path, stdin: bytes) -> None:
+    result = run_hook(stdin)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    if stdin:
+        assert hook_log().strip()
+
+
+def test_missing_data_dir_missing_and_corrupt_index(data_dir: Path, tmp_path: Path, indexed: Path) -> None:
+    result = run_hook(event(), {"LORE_DATA_DIR": str(tmp_path / "nowhere")})
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert "does not exist" in hook_log()
+    result = run_hook(event(), {"LORE_INDEX_DIR": str(tmp_path / "no-index")})
+    assert (result.returncode, result.stdout) == (0, b"")
+    assert "no usable index" in hook_log()
+    generation = IndexManager(Locations.resolve(indexed)).current_dir()
+    assert generation is not None
+    for path in generation.glob("table-*.json"):
+        path.write_text("{corrupt")
+    result = run_hook(event())
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+
+
+def test_deadline_falls_back_to_nothing(indexed: Path) -> None:
+    result = run_hook(event(), {"LORE_HOOK_DEADLINE_MS": "1"})
+    assert_valid_or_empty(result)
+    assert result.stdout == b"" and "deadline" in hook_log()
+
+
+def test_never_leaves_a_process_behind_unless_enabled(indexed: Path) -> None:
+    from lore.server import server_paths
+
+    run_hook(event())
+    paths = server_paths(Locations.resolve(indexed).index_dir)
+    assert not paths["socket"].exists() and not paths["status"].exists()
+
+
+FAST_PATH = """
+import io, sys, json
+from lore.hook import run_prompt_hook
+sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"prompt": sys.argv[1], "cwd": "/tmp"}).encode()))
+run_prompt_hook([])
+heavy = sorted(m for m in ("numpy", "whoosh", "model2vec", "tokenizers", "typer", "rich", "yaml", "networkx",
+                           "click", "lore.store.store", "lore.search") if m in sys.modules)
+print("HEAVY", heavy)
+"""
+
+
+@pytest.mark.parametrize("prompt", ["/clear", "ok thanks"])
+def test_fast_path_imports_nothing_heavy(indexed: Path, prompt: str) -> None:
+    out = subprocess.run([sys.executable, "-c", FAST_PATH, prompt], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "HEAVY []"
+
+
+def test_in_process_path_avoids_the_cli_stack_and_model2vec(indexed: Path) -> None:
+    code = FAST_PATH.replace('("numpy", "whoosh", ', '(')
+    out = subprocess.run([sys.executable, "-c", code, PROMPT], capture_output=True, text=True, check=True,
+                         env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"}).stdout  # fmt: skip
+    heavy = out.strip().splitlines()[-1]
+    for name in ("model2vec", "typer", "rich", "yaml", "networkx", "click", "lore.store.store"):
+        assert f"'{name}'" not in heavy
+
+
+@pytest.mark.slow
+def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> None:
+    from lore import server
+
+    cold = assert_valid_or_empty(run_hook(event()))
+    assert cli("server", "start", "--idle", "60").stdout.startswith("lore server started (pid ")
+    try:
+        status = server.read_status(Locations.resolve(indexed).index_dir)
+        assert status is not None
+        warm = assert_valid_or_empty(run_hook(event()))
+        assert warm == cold
+        again = json.loads(cli("server", "status", "--json").stdout)
+        assert again["running"] and again["requests"] >= 1
+        assert cli("server", "start").stdout == f"lore server already running (pid {status['pid']})\n"
+    finally:
+        stopped = cli("server", "stop").stdout
+    assert stopped.startswith("lore server stopped (pid ")
+    assert server.read_status(Locations.resolve(indexed).index_dir) is None
+    assert cli("server", "status").stdout == "lore server: not running (auto-start off)\n"
+
+
+@pytest.mark.slow
+def test_helper_exits_when_its_index_is_rebuilt_and_hook_falls_back(indexed: Path, cli) -> None:
+    from lore import server
+
+    cli("server", "start", "--idle", "60")
+    index_dir = Locations.resolve(indexed).index_dir
+    status = server.read_status(index_dir)
+    assert status is not None
+    IndexManager(Locations.resolve(indexed)).build(rebuild=True)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and server.read_status(index_dir) is not None:
+        time.sleep(0.1)
+    assert server.read_status(index_dir) is None
+    assert assert_valid_or_empty(run_hook(event()))  # in-process fallback
+
+
+def test_session_start_injects_handoff_and_lessons(indexed: Path, cli) -> None:
+    store = Store(indexed, actor="test")
+    capture.handoff(store, "Backoff shipped; metrics pending", project="acme-api", next_steps=["Add a dashboard"])
+    result = subprocess.run([sys.executable, "-m", "lore", "hook", "session-start"], capture_output=True,
+                            input=json.dumps({"session_id": "s", "cwd": str(Path.cwd()), "hook_event_name": "SessionStart"}).encode())  # fmt: skip
+    payload = json.loads(result.stdout)
+    text = payload["hookSpecificOutput"]["additionalContext"]
+    assert payload["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    assert "Backoff shipped; metrics pending" in text and "- Next: Add a dashboard" in text and len(text) <= 1500
+
+
+def test_stop_hook_records_a_stub_only_when_enabled(indexed: Path, cli) -> None:
+    env = {**os.environ}
+    stop = [sys.executable, "-m", "lore", "hook", "stop"]
+    payload = json.dumps({"session_id": "s9", "cwd": str(Path.cwd()), "hook_event_name": "Stop"}).encode()
+    subprocess.run(stop, input=payload, env=env, check=True)
+    assert cli("resume").exit_code == 1
+    env["LORE_HOOK_HANDOFF"] = "on"
+    run_hook(event(session_id="s9"), {"LORE_HOOK_HANDOFF": "on"})
+    subprocess.run(stop, input=payload, env=env, check=True)
+    resume = cli("resume").stdout
+    assert "Session s9 in acme-api (stop," in resume and f"last topic: {PROMPT}" in resume

@@ -1,0 +1,220 @@
+"""The derived index: incremental, crash-safe, self-healing, and in step with the files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from lore import capture
+from lore.capture import WriteOptions
+from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, get_embedder
+from lore.index.manager import CURRENT, IndexManager
+from lore.paths import Locations
+from lore.store import Store
+
+PLAIN = WriteOptions(check_duplicates=False)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def seed(data_dir: Path, n: int = 30) -> Store:
+    store = Store(data_dir, actor="test")
+    store.init()
+    topics = ["postgres connection pooling", "redis cache eviction", "kafka consumer lag", "terraform state locking",
+              "react native release train", "stripe webhook retries", "oauth token refresh", "ci cache warmup"]  # fmt: skip
+    for i in range(n):
+        capture.remember(store, f"Decision {i} about {topics[i % len(topics)]}", project="p",
+                         rationale=f"Because of incident {i} involving {topics[(i + 3) % len(topics)]}", options=PLAIN)  # fmt: skip
+    return store
+
+
+def manager(data_dir: Path) -> IndexManager:
+    return IndexManager(Locations.resolve(data_dir))
+
+
+def search_ids(mgr: IndexManager, text: str) -> list[str]:
+    reader, _ = mgr.open(policy="ignore")
+    return [rid for rid, _ in reader.lexical.search(text, 50)]
+
+
+def test_full_build_then_up_to_date(data_dir: Path) -> None:
+    seed(data_dir)
+    mgr = manager(data_dir)
+    report = mgr.build()
+    assert (report.mode, report.records, report.embeddings) == ("full", 30, True)
+    assert mgr.build().mode == "up-to-date"
+    status = mgr.status()
+    assert status.exists and not status.stale and status.meta["counts"] == {"decision": 30}
+    reader, _ = mgr.open()
+    assert reader.vectors.shape == (30, get_embedder().dim)
+    assert len(reader.table) == 30
+
+
+def test_incremental_add_edit_delete_touch_only_changed_records(data_dir: Path) -> None:
+    store = seed(data_dir)
+    mgr = manager(data_dir)
+    mgr.build()
+    before, _ = mgr.open()
+    old_vectors = np.asarray(before.vectors, dtype=np.float32).copy()
+    old_ids = list(before.table.ids)
+
+    added = capture.remember(store, "Adopt pgbouncer transaction mode for billing", project="p", options=PLAIN).record
+    report = mgr.build()
+    assert (report.mode, report.added, report.updated, report.deleted) == ("incremental", 1, 0, 0)
+    assert added.id in search_ids(mgr, "pgbouncer")
+    after, _ = mgr.open()
+    # untouched rows keep their vectors exactly
+    for row, rid in enumerate(old_ids):
+        assert np.array_equal(np.asarray(after.vectors[after.table.row(rid)], dtype=np.float32), old_vectors[row])
+
+    capture.retract(store, added.id, "wrong service")
+    report = mgr.build()
+    assert (report.mode, report.updated) == ("incremental", 1)
+    reader, _ = mgr.open()
+    assert reader.table.statuses[reader.table.row(added.id)] == "retracted"
+
+    store.delete(added.id)
+    report = mgr.build()
+    assert (report.mode, report.deleted) == ("incremental", 1)
+    assert added.id not in search_ids(mgr, "pgbouncer")
+    assert manager(data_dir).open()[0].table.row(added.id) is None
+
+
+def test_search_refreshes_a_stale_index_before_answering(data_dir: Path, cli) -> None:
+    store = seed(data_dir, 10)
+    cli("index")
+    record = capture.remember(store, "Quarantine flaky integration tests nightly", project="p", options=PLAIN).record
+    out = orjson.loads(cli("search", "quarantine flaky tests", "--json").stdout)
+    assert out["results"][0]["id"] == record.id
+    store.delete(record.id)
+    out = orjson.loads(cli("search", "quarantine flaky tests", "--json").stdout)
+    assert record.id not in [r["id"] for r in out["results"]]
+
+
+def test_model_change_re_embeds(data_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    seed(data_dir, 5)
+    mgr = manager(data_dir)
+    mgr.build()
+    copy = tmp_path / "other-model"
+    shutil.copytree(BUNDLED_MODEL_DIR, copy)
+    monkeypatch.setenv("LORE_EMBED_MODEL", str(copy))
+    get_embedder.cache_clear()
+    assert mgr.status().reason == "embedding model changed"
+    report = mgr.build()
+    assert report.mode == "full"
+    assert mgr.status().meta["model"].startswith(str(copy.resolve()))
+
+
+def test_broken_model_keeps_lexical_search_working(data_dir: Path, tmp_path: Path, monkeypatch, cli) -> None:
+    seed(data_dir, 5)
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "model.safetensors").write_bytes(b"not a model")
+    (broken / "tokenizer.json").write_text("{}")
+    monkeypatch.setenv("LORE_EMBED_MODEL", str(broken))
+    get_embedder.cache_clear()
+    result = cli("search", "redis cache eviction", "--json")
+    assert result.exit_code == 0
+    payload = orjson.loads(result.stdout)
+    assert payload["results"] and "redis" in payload["results"][0]["title"].lower()
+    assert any("lexical" in w for w in payload["warnings"])
+
+
+def test_corrupt_or_partial_index_is_rebuilt_not_a_traceback(data_dir: Path, cli) -> None:
+    seed(data_dir, 8)
+    mgr = manager(data_dir)
+    mgr.build()
+    generation = mgr.current_dir()
+    assert generation is not None
+    (generation / "meta.json").write_text("{ truncated")
+    assert mgr.read_meta() is None
+    result = cli("search", "kafka consumer lag", "--json")
+    assert result.exit_code == 0 and orjson.loads(result.stdout)["results"]
+    generation = mgr.current_dir()
+    for toc in (generation / "lexical").glob("*.toc"):
+        toc.unlink()
+    assert cli("search", "kafka consumer lag", "--json").exit_code == 0
+    (mgr.index_dir / CURRENT).write_text("gen-does-not-exist")
+    assert cli("index", "status", "--json").exit_code == 0
+    assert cli("search", "kafka", "--json").exit_code == 0
+    meta = orjson.loads((mgr.current_dir() / "meta.json").read_bytes())
+    meta["format"] = 999
+    (mgr.current_dir() / "meta.json").write_bytes(orjson.dumps(meta))
+    assert "built index" in cli("index").stdout.lower()
+
+
+BUILD = """
+import sys
+from lore.paths import Locations
+from lore.index.manager import IndexManager
+IndexManager(Locations.resolve(sys.argv[1], sys.argv[2])).build(rebuild=True)
+"""
+
+
+@pytest.mark.slow
+def test_killing_a_build_at_any_moment_leaves_a_usable_index(data_dir: Path, tmp_path: Path) -> None:
+    seed(data_dir, 400)
+    mgr = manager(data_dir)
+    mgr.build()
+    good = set(search_ids(mgr, "postgres"))
+    script = tmp_path / "build.py"
+    script.write_text(BUILD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for delay in (0.05, 0.3, 0.8, 1.5):
+        proc = subprocess.Popen([sys.executable, str(script), str(data_dir), str(mgr.index_dir)], env=env)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        fresh = manager(data_dir)
+        assert fresh.read_meta() is not None, f"unusable index after kill at {delay}s"
+        assert set(search_ids(fresh, "postgres")) == good
+    assert manager(data_dir).build().mode in ("up-to-date", "incremental", "full")
+
+
+@pytest.mark.slow
+def test_concurrent_builds_do_not_corrupt(data_dir: Path, tmp_path: Path) -> None:
+    seed(data_dir, 200)
+    script = tmp_path / "build.py"
+    script.write_text(BUILD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    index_dir = manager(data_dir).index_dir
+    procs = [subprocess.Popen([sys.executable, str(script), str(data_dir), str(index_dir)], env=env) for _ in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    mgr = manager(data_dir)
+    assert mgr.status().stale is False
+    assert len(mgr.open()[0].table) == 200
+    generations = [p for p in index_dir.iterdir() if p.name.startswith("gen-")]
+    assert generations == [mgr.current_dir()]
+
+
+def test_query_encoder_matches_model2vec_exactly() -> None:
+    texts = ["retry logic for payment calls", "", "Größe of the café ✓ naïve", "x" * 5000,
+             "getUserById in lore/store/store.py", "exponential backoff with jitter"]  # fmt: skip
+    light = QueryEncoder(BUNDLED_MODEL_DIR).encode(texts)
+    full = get_embedder().encode(texts)
+    assert light.shape == full.shape
+    # model2vec averages in the model's float16; the light encoder in float32. They agree to float16 precision.
+    assert np.allclose(light, full, atol=2e-3)
+    cosines = (light * full.astype(np.float32)).sum(axis=1)
+    nonzero = np.linalg.norm(full.astype(np.float32), axis=1) > 0
+    assert np.all(cosines[nonzero] > 0.9999)
+    assert np.array_equal(nonzero, np.linalg.norm(light, axis=1) > 0)
+
+
+def test_index_status_cli(data_dir: Path, cli) -> None:
+    seed(data_dir, 3)
+    missing = cli("index", "status")
+    assert missing.stdout.splitlines()[1] == "State: missing (no index yet); run `lore index`"
+    assert cli("index").stdout.startswith("Built index of 3 records in ")
+    assert cli("index").stdout == "Index is up to date (3 records)\n"
+    status = orjson.loads(cli("index", "status", "--json").stdout)
+    assert status["records"] == 3 and status["embeddings"] is True and status["stale"] is False
+    assert status["model"].startswith("bundled@")

@@ -1,0 +1,283 @@
+"""Ranking stages as pure functions: fusion, decay, boosts, MMR, evidence gap, intent, budgets."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from lore.context import ContextItem, render_items
+from lore.rank import fusion, intent
+from lore.rank.diversity import mmr
+from lore.rank.gap import assess
+from lore.rank.query import content_words, hyde_document, key_phrases, scrub_query
+from lore.rank.stages import (
+    Candidate,
+    QueryContext,
+    StageSettings,
+    apply_stages,
+    decay,
+    decay_stage,
+    half_life_days,
+    rank,
+)
+from lore.render.text import shorten
+
+DAY = 86400.0
+NOW = 1_800_000_000.0
+
+# -- fusion -----------------------------------------------------------------------------
+
+
+def test_rrf_matches_the_formula() -> None:
+    fused = fusion.rrf({"vector": ["a", "b"], "bm25": ["b", "c"]}, {"vector": 1.0, "bm25": 0.6})
+    assert fused["a"][0] == pytest.approx(1.0 / 61)
+    assert fused["b"][0] == pytest.approx(1.0 / 62 + 0.6 / 61)
+    assert fused["c"][0] == pytest.approx(0.6 / 62)
+    assert fused["b"][1] == {"vector": 2, "bm25": 1}
+
+
+@given(
+    rank_a=st.integers(1, 200), rank_b=st.integers(1, 200),
+    weight=st.floats(0.01, 5.0), other=st.integers(1, 200),
+)  # fmt: skip
+def test_rrf_is_monotone_in_each_rank(rank_a: int, rank_b: int, weight: float, other: int) -> None:
+    assume(rank_a < rank_b)
+    score = lambda r: fusion.rrf({"x": ["pad"] * (r - 1) + ["doc"], "y": ["pad2"] * (other - 1) + ["doc"]},
+                                 {"x": weight, "y": 1.0})["doc"][0]  # fmt: skip
+    assert score(rank_a) > score(rank_b)
+
+
+@given(st.dictionaries(st.sampled_from(["bm25", "vector", "hyde", "graph"]),
+                       st.lists(st.sampled_from(list("abcdefgh")), max_size=8), max_size=4))  # fmt: skip
+def test_rrf_never_exceeds_max_and_counts_each_channel_once(rankings: dict[str, list[str]]) -> None:
+    fused = fusion.rrf(rankings)
+    best = fusion.max_rrf(list(rankings))
+    for score, ranks in fused.values():
+        assert 0 < score <= best + 1e-12
+        assert all(r >= 1 for r in ranks.values())
+
+
+# -- decay and boosts -----------------------------------------------------------------------
+
+
+@given(st.floats(0, 5000), st.floats(0, 5000), st.floats(1, 1000))
+def test_decay_is_monotone_in_age(a: float, b: float, half_life: float) -> None:
+    assume(a < b)
+    assert decay(a, half_life) >= decay(b, half_life)
+    assert 0 <= decay(b, half_life) <= 1
+
+
+def test_decay_formula_and_tiers() -> None:
+    assert decay(30, 30) == pytest.approx(0.5)
+    s = StageSettings()
+    base = Candidate(id="d", row=0, kind="decision", importance=3)
+    assert half_life_days(base, s) == 30
+    assert half_life_days(replace(base, importance=5), s) == 300
+    assert half_life_days(replace(base, pinned=True), s) == 300
+    assert half_life_days(replace(base, kind="observation"), s) == 10
+
+
+def _cand(i: int, **kw) -> Candidate:
+    defaults = dict(id=f"r{i}", row=i, kind="decision", relevance=0.5, time=NOW - 10 * DAY)
+    defaults.update(kw)
+    return Candidate(**defaults)  # type: ignore[arg-type]
+
+
+def test_decay_stage_prefers_recent_and_keeps_old_relevant_visible() -> None:
+    ctx = QueryContext(now=NOW)
+    fresh, old = decay_stage([_cand(1, time=NOW), _cand(2, time=NOW - 900 * DAY)], ctx)
+    assert fresh.factors["decay"] == pytest.approx(1.0)
+    assert old.factors["decay"] == pytest.approx(0.7, abs=1e-6)  # capped penalty: never buried entirely
+
+
+@settings(max_examples=200)
+@given(
+    relevance=st.floats(0.01, 1.0), confidence=st.floats(0, 1), importance=st.integers(1, 5),
+    age=st.floats(0, 2000), count=st.integers(0, 500), project=st.booleans(),
+)  # fmt: skip
+def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence, importance, age, count, project) -> None:
+    ctx = QueryContext(now=NOW, project="p", access={"favoured": (count + 1, NOW)}, intents=("deploy",))
+    common = dict(relevance=relevance, confidence=confidence, importance=importance, time=NOW - age * DAY, project="other")
+    plain = _cand(1, **common)
+    favoured_cases = [
+        replace(plain, id="favoured", row=2),  # more access
+        replace(plain, id="x2", row=3, project="p" if project else "other"),  # current project
+        replace(plain, id="x3", row=4, importance=min(5, importance + 1)),  # more important
+        replace(plain, id="x4", row=5, tags=("deploy",)),  # intent overlap
+        replace(plain, id="x5", row=6, time=plain.time + DAY),  # newer
+        replace(plain, id="x6", row=7, confidence=min(1.0, confidence + 0.1)),  # more confident
+    ]
+    scored = {c.id: c.score for c in apply_stages([plain, *favoured_cases], ctx)}
+    for case in favoured_cases:
+        assert scored[case.id] >= scored[plain.id] - 1e-12
+
+
+def test_superseded_hidden_unless_all_then_marked_lower() -> None:
+    active, superseded = _cand(1), _cand(2, status="superseded", relevance=0.9)
+    assert [c.id for c in rank([active, superseded], QueryContext(now=NOW))] == ["r1"]
+    shown = rank([active, superseded], QueryContext(now=NOW, include_all=True))
+    assert {c.id for c in shown} == {"r1", "r2"}
+    assert next(c for c in shown if c.id == "r2").factors["status"] == 0.5
+
+
+def test_stages_are_switchable_and_intent_renormalises_away() -> None:
+    ctx = QueryContext(now=NOW, project="p", disabled=frozenset({"decay", "project"}))
+    (c,) = apply_stages([_cand(1, project="p")], ctx)
+    assert "decay" not in c.factors and "project" not in c.factors and "intent" not in c.factors
+
+
+def test_threshold_drops_noise() -> None:
+    ctx = QueryContext(now=NOW, settings=StageSettings(min_score=0.2))
+    kept = rank([_cand(1, relevance=0.9), _cand(2, relevance=0.05)], ctx)
+    assert [c.id for c in kept] == ["r1"]
+
+
+# -- MMR --------------------------------------------------------------------------------------
+
+
+def _unit(v: list[float]) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+def test_mmr_lambda_extremes_and_no_duplicates() -> None:
+    cands = [_cand(i, relevance=1.0 - i * 0.1) for i in range(4)]
+    vecs = np.stack([_unit([1, 0, 0]), _unit([0.99, 0.1, 0]), _unit([0, 1, 0]), _unit([0, 0, 1])])
+    by_relevance = mmr(cands, vecs, 3, lam=1.0, collapse_at=1.1)
+    assert [c.id for c in by_relevance] == ["r0", "r1", "r2"]
+    diverse = mmr(cands, vecs, 3, lam=0.3, collapse_at=1.1)
+    assert [c.id for c in diverse] == ["r0", "r2", "r3"]
+    assert len({c.id for c in diverse}) == len(diverse)
+
+
+def test_mmr_collapses_near_identical_records() -> None:
+    cands = [_cand(i, relevance=1.0 - i * 0.1) for i in range(3)]
+    vecs = np.stack([_unit([1, 0]), _unit([1, 0.01]), _unit([0, 1])])
+    picked = mmr(cands, vecs, 3)
+    assert [(c.id, c.represents) for c in picked] == [("r0", 2), ("r2", 1)]
+
+
+@given(st.integers(1, 12), st.floats(0, 1), st.integers(0, 10_000))
+def test_mmr_returns_unique_subset(k: int, lam: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cands = [_cand(i, relevance=float(rng.random())) for i in range(10)]
+    vecs = rng.normal(size=(10, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    picked = mmr(cands, vecs, k, lam=lam)
+    ids = [c.id for c in picked]
+    assert len(ids) == len(set(ids)) <= k
+    assert sum(c.represents for c in picked) <= 10
+
+
+# -- evidence gap on fixed distributions ---------------------------------------------------------
+
+
+def _dist(top: float, rest: list[float], cosine: float, ranks: dict[str, int]) -> list[Candidate]:
+    head = _cand(0, relevance=top, channel_scores={"vector": cosine}, ranks=ranks)
+    return [head] + [_cand(i + 1, relevance=r, channel_scores={"vector": cosine - 0.1}) for i, r in enumerate(rest)]
+
+
+def test_gap_when_nothing_stands_out() -> None:
+    flat = _dist(0.40, [0.39, 0.38, 0.38, 0.37, 0.36], cosine=0.38, ranks={"vector": 1})
+    assert assess(flat, term_coverage=0.2).gap is True
+    assert assess([], 0.0).gap is True
+
+
+def test_no_gap_for_strong_semantic_or_agreeing_standout() -> None:
+    strong = _dist(0.9, [0.3, 0.2, 0.2], cosine=0.75, ranks={"vector": 1, "bm25": 1})
+    assert assess(strong, 0.8).gap is False
+    agree = _dist(0.8, [0.3, 0.25, 0.2, 0.2, 0.2], cosine=0.5, ranks={"vector": 1, "bm25": 2, "hyde": 1})
+    verdict = assess(agree, 0.6)
+    assert verdict.gap is False and verdict.channels_agreeing == 3
+
+
+# -- query handling ------------------------------------------------------------------------------
+
+
+def test_scrub_query_strips_markup_and_secrets() -> None:
+    q = scrub_query("**Why** did we `pin` <b>node</b>?  token=ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8")
+    assert "ghp_" not in q.text and "**" not in q.text and "<b>" not in q.text
+    assert q.text.startswith("Why did we pin node ?") and q.redactions
+
+
+def test_hyde_template_and_phrases() -> None:
+    assert key_phrases("retry logic for payment calls") == ["retry logic", "payment calls"]
+    assert hyde_document("retry logic for payment calls") == (
+        "[CONTEXT] retry logic for payment calls [ANSWER] retry logic, payment calls is relevant because it "
+        "explains retry logic."
+    )
+    assert content_words("How do we deploy the app?") == ["deploy", "app"]
+
+
+# -- intent ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def centroids() -> dict[str, list[float]]:
+    from lore.index.embedder import get_query_encoder
+
+    return intent.compute_centroids(get_query_encoder().encode)
+
+
+def test_every_intent_has_a_centroid(centroids) -> None:
+    assert set(centroids) == set(intent.INTENTS)
+    for vector in centroids.values():
+        assert math.isclose(float(np.linalg.norm(vector)), 1.0, rel_tol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("fix the crash when the payment job throws an exception", "fix_bug"),
+        ("why did we choose postgres over mongodb for the queue", "find_decision"),
+        ("security review of how we store api secrets and credentials", "security_audit"),
+        ("refactor and clean up the billing module to remove duplication", "refactor"),
+    ],
+)
+def test_canonical_queries_get_their_intent(centroids, query: str, expected: str) -> None:
+    from lore.index.embedder import get_query_encoder
+
+    vector = get_query_encoder().encode([query])[0]
+    assert intent.classify(vector, centroids, query).intent == expected
+
+
+def test_empty_query_falls_back_to_understand(centroids) -> None:
+    result = intent.classify(np.zeros(len(next(iter(centroids.values()))), dtype=np.float32), centroids, "")
+    assert (result.intent, result.fallback) == ("understand", True)
+    assert intent.classify(None, None, "anything").intent == "understand"
+
+
+# -- budgets ---------------------------------------------------------------------------------------
+
+_words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=0, max_size=400)
+
+
+@settings(max_examples=300)
+@given(
+    texts=st.lists(_words, min_size=0, max_size=8),
+    budget=st.integers(0, 2500),
+    fmt=st.sampled_from(["markdown", "compact"]),
+    fenced=st.booleans(),
+)  # fmt: skip
+def test_context_never_exceeds_budget(texts: list[str], budget: int, fmt: str, fenced: bool) -> None:
+    items = [ContextItem(f"dec-{i:08x}", "decision", t, 0.8, "3d", 0.5) for i, t in enumerate(texts)]
+    text, kept = render_items(items, budget, fmt, fenced=fenced)
+    assert len(text) <= budget
+    assert len(kept) <= len(items)
+
+
+@given(_words, st.integers(0, 500))
+def test_shorten_never_cuts_a_word(text: str, limit: int) -> None:
+    short = shorten(text, limit)
+    assert len(short) <= limit
+    if short and short != text.strip():
+        assert short.endswith("…")
+        body = short[:-1]
+        words = text.split()
+        assert all(w in words for w in body.split()[:-1])
+        assert text.strip().startswith(body.rstrip(" ,;:.-")) or body == ""
