@@ -77,6 +77,22 @@ app = typer.Typer(
 )
 
 
+def _enable_completion() -> None:
+    """Register typer's bash/zsh/fish completion classes (``add_completion=False`` skips it).
+
+    We keep ``add_completion=False`` so ``--install-completion`` does not clutter
+    every help page; the scripts in ``completions/`` call back with ``_LORE_COMPLETE``.
+    """
+    try:
+        from typer._completion_classes import completion_init
+    except ImportError:  # pragma: no cover - older typer registers them itself
+        return
+    completion_init()
+
+
+_enable_completion()
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"lore {__version__}")
