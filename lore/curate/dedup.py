@@ -13,10 +13,18 @@ lessons are compared together):
 
 Precision matters more than recall: a false duplicate throws away a real note,
 a missed one only leaves two similar notes for ``lore consolidate``.
+
+Cost: on the write path (``check_before_write``) a store with more than
+``EMBED_CANDIDATES`` records of the kind is first narrowed to the
+``EMBED_CANDIDATES`` records with the highest idf-weighted word overlap with the
+new text (cached-stem tokens, no embedding); only those are compared in full and
+embedded. Below that size every record is compared, as before.
 """
 
 from __future__ import annotations
 
+import functools
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,11 +32,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lore.curate.similarity import (
+    _WORD,
+    STOPWORDS,
     Bm25Stats,
+    _expand_contractions,
     bm25_symmetric,
     differs_in_specifics,
     jaccard,
     opposite_advice,
+    stem,
     substituted_slot,
     text_hash,
     tokens,
@@ -56,6 +68,9 @@ CORE_BM25 = 0.50
 # each time the same decision is captured; but two identical one-liners with different rationales
 # ("Use Postgres" for the queue / for analytics) must not score as identical.
 PRIMARY_WEIGHT = 0.6
+# On the write path, at most this many same-kind records (the closest by idf-weighted word overlap)
+# are compared in full and embedded; the rest share too little wording to be a duplicate.
+EMBED_CANDIDATES = 50
 
 KIND_GROUPS = {"decision": ("decision",), "pattern": ("pattern", "lesson"), "lesson": ("pattern", "lesson"),
                "anti_pattern": ("anti_pattern",)}  # fmt: skip
@@ -200,16 +215,28 @@ def _embed_all(items: list[_Prepared], embed: Embed | None) -> np.ndarray | None
     return vectors
 
 
-def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any],
-                   embed: Embed | None) -> tuple[Match | None, list[Match]]:  # fmt: skip
-    """The best duplicate of ``raw`` among the active ``candidates`` of its kind, and contradictions."""
+def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], embed: Embed | None,
+                   *, limit: int | None = None) -> tuple[Match | None, list[Match]]:  # fmt: skip
+    """The best duplicate of ``raw`` among the active ``candidates`` of its kind, and contradictions.
+
+    With ``limit``, a pool larger than ``limit`` is first narrowed to the ``limit`` records with the
+    highest idf-weighted word overlap (``shortlist``); BM25 statistics still cover the whole pool,
+    so the scores of the records kept are exactly those of an unlimited check.
+    """
     group = KIND_GROUPS.get(kind, (kind,))
-    pool = [_Prepared.of(r.kind, r.raw, r) for r in candidates if r.kind in group and r.active]
-    if not pool:
+    records = [r for r in candidates if r.kind in group and r.active]
+    if not records:
         return None, []
     new = _Prepared.of(kind, raw)
-    stats = Bm25Stats.build([p.full_tokens for p in pool] + [new.full_tokens])
-    vectors = _embed_all([new, *pool], embed)
+    if limit is None or len(records) <= limit:
+        pool = [_Prepared.of(r.kind, r.raw, r) for r in records]
+        stats = Bm25Stats.build([p.full_tokens for p in pool] + [new.full_tokens])
+    else:
+        full_tokens = [quick_tokens(_join(*compared_text(r.kind, r.raw))) for r in records]
+        stats = Bm25Stats.build([*full_tokens, new.full_tokens])
+        keep = shortlist(new.full_tokens, full_tokens, stats, limit)
+        pool = [_Prepared.of(records[i].kind, records[i].raw, records[i]) for i in keep]
+    vectors = _embed_all([new, *pool], embed) if pool else None
     best: Match | None = None
     contradictions: list[Match] = []
     for old in pool:
@@ -229,10 +256,47 @@ def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any],
     return best, contradictions
 
 
+_cached_stem = functools.lru_cache(maxsize=1 << 16)(stem)
+
+
+def quick_tokens(text: str) -> list[str]:
+    """Exactly ``similarity.tokens(text)``, with the stemmer memoised (the vocabulary is small)."""
+    text = text or ""
+    if not text.isascii():  # NFKC leaves ASCII unchanged
+        text = unicodedata.normalize("NFKC", text)
+    # The contraction rules all need an apostrophe; without one, expanding is just case-folding.
+    text = _expand_contractions(text) if "'" in text or "\u2019" in text else text.casefold()
+    return [_cached_stem(w) for w in _WORD.findall(text) if w not in STOPWORDS]
+
+
+def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: int) -> list[int]:
+    """Indices of the ``limit`` docs closest to ``query`` by idf-weighted Jaccard (sharing a word at least).
+
+    Weighted Jaccard (the idf mass of the shared words over that of all words of both) ranks a
+    near-identical text above a long text that merely mentions many of the same words; a
+    duplicate, lexical or paraphrased, shares its rare words with the original.
+    """
+    idf = {term: stats.idf(term) for term in stats.df}
+    terms = set(query)
+    query_mass = sum(idf.get(t, 0.0) for t in terms)
+    scored: list[tuple[float, int]] = []
+    for index, doc in enumerate(docs):
+        doc_terms = set(doc)
+        shared = terms.intersection(doc_terms)
+        if not shared:
+            continue
+        shared_mass = sum(map(idf.__getitem__, shared))
+        union_mass = query_mass + sum(map(idf.__getitem__, doc_terms)) - shared_mass
+        scored.append((shared_mass / union_mass if union_mass > 0 else 1.0, index))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return sorted(index for _, index in scored[:limit])
+
+
 # -- the write path ----------------------------------------------------------------
 
 
-def _bundled_embed(notices: list[str]) -> Embed | None:
+def bundled_embed(notices: list[str]) -> Embed | None:
+    """The bundled embedder's ``encode``, or None (with a notice) when the model cannot load."""
     from lore.index.embedder import get_embedder
 
     try:
@@ -257,8 +321,8 @@ def check_before_write(
     candidates = snapshot.of_kind(*group)
     if not candidates:
         return outcome
-    embed = _bundled_embed(outcome.notices)
-    duplicate, contradictions = find_duplicate(candidates, kind, raw, embed)
+    embed = bundled_embed(outcome.notices)
+    duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
     outcome.contradictions = contradictions
     for match in contradictions:
         other = match.record.id
@@ -314,14 +378,18 @@ def _merge(store: Store, duplicate: Match, kind: str, raw: dict[str, Any]) -> Re
 # -- whole-store consolidation ---------------------------------------------------------
 
 
-def consolidation_clusters(snapshot: Snapshot, embed: Embed | None) -> list[list[Match]]:
+def consolidation_clusters(snapshot: Snapshot, embed: Embed | None,
+                           kinds: tuple[str, ...] | None = None) -> list[list[Match]]:  # fmt: skip
     """Groups of near-duplicate active records (same layered rule, per kind), largest first.
 
     Each cluster lists its records oldest first; a member's ``similarity`` and ``layer`` are
-    those of its strongest link inside the cluster.
+    those of its strongest link inside the cluster. ``kinds`` limits the kind groups compared
+    (a group is compared when it holds any of them; patterns and lessons form one group).
     """
     clusters: list[list[Match]] = []
     for group in (("decision",), ("pattern", "lesson"), ("anti_pattern",)):
+        if kinds is not None and not set(group) & set(kinds):
+            continue
         records = [r for r in snapshot.of_kind(*group) if r.active]
         if len(records) < 2:
             continue
@@ -399,3 +467,7 @@ def _candidate_pairs(items: list[_Prepared], vectors: np.ndarray | None) -> list
         rows, cols = np.nonzero(np.triu(sims, k=1) >= SEMANTIC_COSINE - 0.05)
         pairs.update((int(r), int(c)) for r, c in zip(rows, cols, strict=True))
     return sorted(pairs)
+
+
+# Kept for callers of the old private name.
+_bundled_embed = bundled_embed

@@ -158,7 +158,7 @@ class Store:
         ignore = self.data_dir / ".gitignore"
         existing = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
         # The audit chain is per clone: two clones' chains cannot be union-merged.
-        missing = [line for line in (".lore.lock", "audit/") if line not in existing]
+        missing = [line for line in (".lore.lock", "audit/", "backups/") if line not in existing]
         if missing:
             atomic_write(ignore, ("\n".join([*existing, *missing]) + "\n").encode())
             created.append(ignore)
