@@ -223,6 +223,10 @@ class IndexManager:
         return report
 
     def _embed(self, records: list[Record], progress: Progress) -> tuple[np.ndarray | None, str | None, str | None]:
+        return self._embed_texts([embedding_text(r) for r in records], progress)
+
+    @staticmethod
+    def _embed_texts(texts: list[str], progress: Progress = _no_progress) -> tuple[np.ndarray | None, str | None, str | None]:
         """(vectors, model identity, warning) — a broken model leaves lexical search working."""
         from lore.index.embedder import get_embedder, model_identity
 
@@ -230,7 +234,6 @@ class IndexManager:
             embedder = get_embedder()
         except ModelError as error:
             return None, None, f"{error.message}; indexed without embeddings (lexical search only)"
-        texts = [embedding_text(r) for r in records]
         chunks = []
         step = 4096
         for start in range(0, len(texts), step):
@@ -252,14 +255,19 @@ class IndexManager:
         directory.mkdir()
         revision = 1
 
-        # Embeddings run in a thread while Whoosh indexes: model2vec's tokenizer and
-        # numpy release the GIL, so on two cores the two overlap.
+        # Embeddings run beside Whoosh: in a separate process for large builds (Whoosh
+        # indexing is pure Python and holds the GIL, so a thread would only interleave),
+        # in a thread for small ones (a process costs ~1 s to start).
         embedded: dict[str, Any] = {}
+        texts = [embedding_text(r) for r in records]
 
         def embed() -> None:
             t = time.perf_counter()
             try:
-                embedded["result"] = self._embed(records, progress)
+                if len(texts) >= EMBED_PROCESS_THRESHOLD:
+                    embedded["result"] = _embed_in_subprocess(texts)
+                else:
+                    embedded["result"] = self._embed_texts(texts, progress)
             except BaseException as exc:  # surfaced in the main thread
                 embedded["error"] = exc
             embedded["seconds"] = time.perf_counter() - t
@@ -448,6 +456,30 @@ class IndexManager:
             raise IndexUnavailableError(f"could not build an index in {self.index_dir}")
         directory, meta = found
         return IndexReader(directory, meta), warnings
+
+
+EMBED_PROCESS_THRESHOLD = 3000
+
+
+def _embed_in_subprocess(texts: list[str]) -> tuple[Any, str | None, str | None]:
+    """Embed in ``python -m lore.index.embed_worker`` (falls back to this process on failure)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="lore-embed-") as tmp:
+        source, target = Path(tmp) / "texts.jsonl", Path(tmp) / "vectors.npy"
+        source.write_bytes(b"\n".join(orjson.dumps(t) for t in texts))
+        done = subprocess.run([sys.executable, "-m", "lore.index.embed_worker", str(source), str(target)],
+                              capture_output=True, check=False)  # fmt: skip
+        if done.returncode == 0 and target.with_suffix(".json").exists():
+            info = orjson.loads(target.with_suffix(".json").read_bytes())
+            if info.get("identity") is None:
+                return None, None, info.get("warning")
+            return np.load(target), info["identity"], info.get("warning")
+    return IndexManager._embed_texts(texts)
 
 
 def snapshot_counts(records: list[Record]) -> dict[str, int]:
