@@ -182,18 +182,29 @@ def _dist(top: float, rest: list[float], cosine: float, ranks: dict[str, int]) -
     return [head] + [_cand(i + 1, relevance=r, channel_scores={"vector": cosine - 0.1}) for i, r in enumerate(rest)]
 
 
-def test_gap_when_nothing_stands_out() -> None:
-    flat = _dist(0.40, [0.39, 0.38, 0.38, 0.37, 0.36], cosine=0.38, ranks={"vector": 1})
-    assert assess(flat, term_coverage=0.2).gap is True
+def test_gap_when_best_similarity_is_below_the_floor() -> None:
+    flat = _dist(0.40, [0.39, 0.38, 0.38, 0.37, 0.36], cosine=0.60, ranks={"vector": 1})
+    verdict = assess(flat, term_coverage=0.2)
+    assert verdict.gap is True and verdict.reason == "best similarity below the floor"
     assert assess([], 0.0).gap is True
 
 
-def test_no_gap_for_strong_semantic_or_agreeing_standout() -> None:
-    strong = _dist(0.9, [0.3, 0.2, 0.2], cosine=0.75, ranks={"vector": 1, "bm25": 1})
-    assert assess(strong, 0.8).gap is False
-    agree = _dist(0.8, [0.3, 0.25, 0.2, 0.2, 0.2], cosine=0.5, ranks={"vector": 1, "bm25": 2, "hyde": 1})
-    verdict = assess(agree, 0.6)
-    assert verdict.gap is False and verdict.channels_agreeing == 3
+def test_no_gap_above_the_floor() -> None:
+    strong = _dist(0.9, [0.3, 0.2, 0.2], cosine=0.70, ranks={"vector": 1, "bm25": 1})
+    assert assess(strong, 0.3).gap is False
+
+
+def test_agreeing_standout_lexical_match_rescues_a_low_cosine() -> None:
+    standout = _dist(1.0, [0.2] * 12, cosine=0.6, ranks={"vector": 1, "bm25": 1})
+    verdict = assess(standout, 0.8)
+    assert verdict.gap is False and verdict.channels_agreeing == 2 and verdict.z_score >= 3.0
+    assert assess(standout, 0.3).gap is True  # not enough of the query matched
+
+
+def test_lexical_only_verdict() -> None:
+    lexical = [_cand(0, relevance=1.0, ranks={"bm25": 1})] + [_cand(i, relevance=0.2) for i in range(1, 12)]
+    assert assess(lexical, 0.8).gap is False
+    assert assess(lexical, 0.2).gap is True
 
 
 # -- query handling ------------------------------------------------------------------------------

@@ -52,6 +52,10 @@ class SearchOptions:
     now: float | None = None
     deadline: float | None = None  # time.monotonic() by which to stop adding channels
     hyde_text: str | None = None  # a pseudo-answer from LORE_LLM_CMD, replacing the template
+    # Pseudo-relevance feedback: the HyDE-lite document also carries the titles of the
+    # top BM25 hits, so the expansion is grounded in what is actually stored.
+    hyde_feedback: int = 3
+    vector_feedback: float = 0.0  # weight of the top BM25 hits' mean vector added to the query vector
 
     @property
     def filtered(self) -> bool:
@@ -164,13 +168,23 @@ def run(
         assert encode is not None
         texts = [query]
         if "hyde" in opts.channels:
-            texts.append(opts.hyde_text or hyde_document(query))
+            pseudo = opts.hyde_text or hyde_document(query)
+            if opts.hyde_feedback and not opts.hyde_text:
+                titles = [table.doc(table.row(rid))["title"] for rid in rankings.get("bm25", [])[: opts.hyde_feedback]]
+                pseudo = " ".join([pseudo, *titles])
+            texts.append(pseudo)
         encoded = encode(texts)
         query_vector = encoded[0]
+        if opts.vector_feedback and rankings.get("bm25"):
+            rows = [table.row(rid) for rid in rankings["bm25"][:5]]
+            feedback = np.asarray(reader.vectors[[r for r in rows if r is not None]], dtype=np.float32).mean(axis=0)
+            boosted = encoded[0] + opts.vector_feedback * feedback
+            norm = float(np.linalg.norm(boosted))
+            encoded = np.vstack([boosted / norm if norm else encoded[0], *encoded[1:]])
         t = lap("encode", t)
         mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
         matrix = reader.vectors
-        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
+        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):  # noqa: B007
             if channel not in opts.channels or vec is None or not np.any(vec):
                 continue
             top = vector_index.top_k(matrix, vec, limit, mask)
