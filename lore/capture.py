@@ -364,7 +364,8 @@ def validate_pattern(store: Store, pattern_id: str) -> Record:
         raise UsageError(f"{record.id} is a {record.kind}; only patterns can be validated")
 
     def mutate(raw: dict[str, Any]) -> None:
-        validations = raw.get("validations") if isinstance(raw.get("validations"), int) else 0
+        stored = raw.get("validations")
+        validations = stored if isinstance(stored, int) else 0
         confidence = record.confidence
         raw["validations"] = validations + 1
         raw["confidence"] = validation_confidence(confidence, validations)

@@ -180,7 +180,7 @@ def block_json(block: ContextBlock) -> dict[str, Any]:
              **({"path": list(i.path)} if i.path else {}), **({"notes": list(i.notes)} if i.notes else {}),
              **({"represents": i.represents} if i.represents > 1 else {})}
             for i in block.items
-        ],  # fmt: skip
+        ],
         "synthesis": block.synthesis,
         "notices": block.notices,
     }

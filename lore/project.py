@@ -7,6 +7,7 @@ files directly instead of running git, because the hook calls it on every prompt
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -39,10 +40,8 @@ def _git_dir(directory: Path) -> Path | None:
             # A worktree's config lives in the common dir.
             common = target / "commondir"
             if common.is_file():
-                try:
+                with contextlib.suppress(OSError):
                     target = (target / common.read_text(encoding="utf-8").strip()).resolve()
-                except OSError:
-                    pass
             return target
     return None
 
@@ -58,10 +57,8 @@ def repo_name_from_url(url: str) -> str | None:
 def detect_project(cwd: str | Path | None = None) -> str:
     """The project name for records written or searched from ``cwd``."""
     start = Path(cwd) if cwd is not None else Path.cwd()
-    try:
+    with contextlib.suppress(OSError):
         start = start.resolve()
-    except OSError:
-        pass
     git_root: Path | None = None
     for directory in (start, *start.parents):
         name = _project_yaml_name(directory)

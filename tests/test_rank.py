@@ -47,8 +47,11 @@ def test_rrf_matches_the_formula() -> None:
 )  # fmt: skip
 def test_rrf_is_monotone_in_each_rank(rank_a: int, rank_b: int, weight: float, other: int) -> None:
     assume(rank_a < rank_b)
-    score = lambda r: fusion.rrf({"x": ["pad"] * (r - 1) + ["doc"], "y": ["pad2"] * (other - 1) + ["doc"]},
-                                 {"x": weight, "y": 1.0})["doc"][0]  # fmt: skip
+
+    def score(rank: int) -> float:
+        rankings = {"x": ["pad"] * (rank - 1) + ["doc"], "y": ["pad2"] * (other - 1) + ["doc"]}
+        return fusion.rrf(rankings, {"x": weight, "y": 1.0})["doc"][0]
+
     assert score(rank_a) > score(rank_b)
 
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import typer
-
-from lore.cli.app import app
-
-hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, handoff stubs, install.", no_args_is_help=True)
-app.add_typer(hook_app, name="hook")
-
 import json
 import os
 import sys
 import time
 
-from lore.cli.app import state
+import typer
+
+from lore.cli.app import app, state
+
+hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, handoff stubs, install.", no_args_is_help=True)
+app.add_typer(hook_app, name="hook")
+
 
 server_app = typer.Typer(help="The optional warm helper that keeps the index loaded for the prompt hook.", no_args_is_help=True)
 app.add_typer(server_app, name="server")

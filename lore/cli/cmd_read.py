@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 import typer
@@ -11,7 +12,7 @@ from lore.cli.app import app, state
 from lore.errors import NotFoundError
 from lore.render.records import KIND_LABEL, handoff_text, list_line, record_json, show_text
 from lore.store.records import RELATIONS, normalise_kind
-from lore.store.store import GRAPH
+from lore.store.store import GRAPH, Snapshot
 from lore.timeparse import parse_when
 
 
@@ -19,7 +20,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _warn_load(snapshot, quiet: bool = False) -> None:  # type: ignore[no-untyped-def]
+def _warn_load(snapshot: Snapshot, quiet: bool = False) -> None:
     if quiet or not snapshot.warnings:
         return
     for warning in snapshot.warnings[:5]:
@@ -144,7 +145,7 @@ def stats(
         by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
         by_status[record.status] = by_status.get(record.status, 0) + 1
         by_project[record.project or "-"] = by_project.get(record.project or "-", 0) + 1
-    payload = {
+    payload: dict[str, Any] = {
         "data_dir": str(store.data_dir),
         "records": len(snapshot.records),
         "by_type": {k: by_kind[k] for k in KIND_LABEL if k in by_kind},

@@ -153,6 +153,7 @@ class QueryEncoder:
             if not ids:
                 continue
             index = self.mapping[ids] if self.mapping is not None else ids
+            assert self.embedding is not None
             vectors = np.asarray(self.embedding[index], dtype=np.float32)
             if self.weights is not None:
                 vectors = vectors * np.asarray(self.weights[ids], dtype=np.float32)[:, None]

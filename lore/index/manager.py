@@ -184,8 +184,8 @@ class IndexManager:
             reason = "no index yet" if not (self.index_dir / CURRENT).exists() else "index unreadable or from another version"
             return IndexStatus(False, True, reason, None, size, self.index_dir)
         _, meta = found
-        reason = self.staleness(meta)
-        return IndexStatus(True, reason is not None, reason or "up to date", meta, size, self.index_dir)
+        stale_reason = self.staleness(meta)
+        return IndexStatus(True, stale_reason is not None, stale_reason or "up to date", meta, size, self.index_dir)
 
     # -- building ----------------------------------------------------------------
     @contextlib.contextmanager

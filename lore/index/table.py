@@ -87,7 +87,7 @@ class Table:
             handle.seek(self.offsets[row])
             value = orjson.loads(handle.readline())
         self._docs_cache[row] = value
-        return value  # type: ignore[no-any-return]
+        return value
 
     def save(self, table_path: Path, docs_path: Path, docs: list[dict[str, Any]]) -> None:
         offsets, chunks, position = [], [], 0

@@ -170,7 +170,8 @@ def run(
         if "hyde" in opts.channels:
             pseudo = opts.hyde_text or hyde_document(query)
             if opts.hyde_feedback and not opts.hyde_text:
-                titles = [table.doc(table.row(rid))["title"] for rid in rankings.get("bm25", [])[: opts.hyde_feedback]]
+                rows = [table.row(rid) for rid in rankings.get("bm25", [])[: opts.hyde_feedback]]
+                titles = [table.doc(row)["title"] for row in rows if row is not None]
                 pseudo = " ".join([pseudo, *titles])
             texts.append(pseudo)
         encoded = encode(texts)
@@ -184,7 +185,7 @@ def run(
         t = lap("encode", t)
         mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
         matrix = reader.vectors
-        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):  # noqa: B007
+        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
             if channel not in opts.channels or vec is None or not np.any(vec):
                 continue
             top = vector_index.top_k(matrix, vec, limit, mask)

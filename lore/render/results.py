@@ -57,7 +57,7 @@ def response_json(response: SearchResponse, reader: Any) -> dict[str, Any]:
         "evidence_gap": response.gap.gap,
         "gap": response.gap.figures(),
         "intent": {"name": response.intent.intent, "similarity": round(response.intent.similarity, 4),
-                   "fallback": response.intent.fallback},  # fmt: skip
+                   "fallback": response.intent.fallback},
         "weights": response.weights,
         "timings_ms": response.timings_ms,
         "warnings": response.warnings,

@@ -149,8 +149,8 @@ def read_patterns_yaml(path: Path, sections: tuple[str, ...] = ("patterns", "ant
         document = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        result.warn(line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
+        error_line: int | None = mark.line + 1 if mark is not None else None
+        result.warn(error_line, f"invalid YAML: {getattr(exc, 'problem', None) or exc}")
         _salvage_yaml_items(text, sections, result)
         return result
     finally:
@@ -174,11 +174,11 @@ def read_patterns_yaml(path: Path, sections: tuple[str, ...] = ("patterns", "ant
             continue
         lines = item_lines.get(section, [])
         for index, item in enumerate(items):
-            line = lines[index] if index < len(lines) else None
+            item_line: int | None = lines[index] if index < len(lines) else None
             if not isinstance(item, dict):
-                result.warn(line, f"{section} item {index + 1}: expected a mapping, found {type(item).__name__}")
+                result.warn(item_line, f"{section} item {index + 1}: expected a mapping, found {type(item).__name__}")
                 continue
-            result.items.append((line, {"__section__": section, **item}))
+            result.items.append((item_line, {"__section__": section, **item}))
     return result
 
 

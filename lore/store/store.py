@@ -513,7 +513,7 @@ def _node_record_ids(nodes: Any) -> dict[str, str]:
     for key, node in nodes.items():
         record_id = str(key)
         if isinstance(node, dict):
-            data = node.get("data") if isinstance(node.get("data"), dict) else {}
+            data: dict[str, Any] = node["data"] if isinstance(node.get("data"), dict) else {}
             for candidate in (data.get("journal_id"), data.get("record_id"), node.get("name")):
                 if isinstance(candidate, str) and kind_from_id(candidate):
                     record_id = candidate
