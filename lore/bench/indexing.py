@@ -1,0 +1,105 @@
+"""Index build cost: lore's full build and single-record refresh beside a bare Whoosh writer.
+
+The bare writer indexes exactly the text lore gives Whoosh (``Record.fields()``)
+with the same schema (``lore.index.lexical.schema()``), single-process, and
+nothing else: the gap between the two is what lore adds on top of Whoosh
+(loading the store, the records table, the graph, embeddings, the manifest).
+The embedding model is loaded before any timing starts (a separate embedding
+worker process, where lore uses one, loads its own inside the timing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from lore.bench import corpora
+
+
+def _locations(data_dir: Path, index_dir: Path) -> Any:
+    from lore.paths import Locations
+
+    return Locations(data_dir, index_dir)
+
+
+def warm_model() -> None:
+    from lore.errors import ModelError
+    from lore.index.embedder import get_embedder
+
+    with contextlib.suppress(ModelError):
+        get_embedder()
+
+
+def full_build(data_dir: Path, index_dir: Path, repeats: int) -> dict[str, Any]:
+    from lore.index.manager import IndexManager, _tree_size
+
+    warm_model()
+    seconds, reports = [], []
+    for _ in range(repeats):
+        report = IndexManager(_locations(data_dir, index_dir)).build(rebuild=True)
+        seconds.append(report.seconds)
+        reports.append(report)
+    last = reports[-1]
+    return {
+        "records": last.records, "mode": last.mode, "embeddings": last.embeddings,
+        "seconds_p50": round(statistics.median(seconds), 3), "seconds_all": [round(s, 3) for s in seconds],
+        "phases_last": {k: round(v, 3) for k, v in last.timings.items()},
+        "index_bytes": _tree_size(index_dir),
+    }  # fmt: skip
+
+
+def bare_whoosh(data_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
+    """Single-process Whoosh writer over the same field text, same schema; text prepared untimed."""
+    from whoosh import index
+
+    from lore.index import lexical
+    from lore.index.manager import _tree_size
+    from lore.store import Store
+
+    records = list(Store(data_dir).load().records.values())
+    docs = []
+    for record in records:
+        fields = record.fields()
+        docs.append((record.id, fields["title"], fields["body"], fields["extra"], fields["tags"]))
+    seconds = []
+    size = 0
+    for _ in range(repeats):
+        target = work / "bare-whoosh"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        started = time.perf_counter()
+        ix = index.create_in(str(target), lexical.schema())
+        writer = ix.writer(limitmb=256)
+        for record_id, title, body, extra, tags in docs:
+            writer.add_document(id=record_id, title=title, body=body, extra=extra, tags=tags)
+        writer.commit()
+        ix.close()
+        seconds.append(time.perf_counter() - started)
+        size = _tree_size(target)
+        shutil.rmtree(target, ignore_errors=True)
+    return {"seconds_p50": round(statistics.median(seconds), 3), "seconds_all": [round(s, 3) for s in seconds],
+            "index_bytes": size}  # fmt: skip
+
+
+def incremental(data_dir: Path, index_dir: Path, repeats: int, timestamp: str) -> dict[str, Any]:
+    """Append one decision, then ``IndexManager.build()``; median over ``repeats`` appends."""
+    from lore.index.manager import IndexManager
+
+    warm_model()
+    seconds, modes = [], []
+    for number in range(repeats):
+        record_id = f"dec-ffff{number:04x}"
+        corpora.append_decision(data_dir, corpora.decision_raw(
+            record_id, timestamp, f"Benchmark refresh record {number}: cap pack window memory on small hosts",
+            "Repacking on a 1 GiB runner ran out of memory; cap pack.windowMemory so incremental refreshes stay cheap.",
+            tags=["bench"], project="git",
+        ))  # fmt: skip
+        report = IndexManager(_locations(data_dir, index_dir)).build()
+        seconds.append(report.seconds)
+        modes.append(report.mode)
+    return {"seconds_p50": round(statistics.median(seconds), 3), "seconds_all": [round(s, 3) for s in seconds],
+            "modes": modes}  # fmt: skip

@@ -1,0 +1,183 @@
+"""Whole-process latency of `lore search` and the prompt hook, beside the floors of the machine.
+
+Each run is a fresh process timed from spawn to exit (under GNU time, which
+reports its peak RSS and adds about a millisecond to every command alike). Commands are interleaved within each round, so background load
+on the machine spreads evenly over them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Progress = Callable[[str], None]
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+def lore_command() -> list[str]:
+    """The installed ``lore`` console script beside this interpreter, else ``python -m lore``."""
+    script = Path(sys.executable).parent / "lore"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("lore")
+    return [found] if found else [sys.executable, "-m", "lore"]
+
+
+@dataclass
+class Sample:
+    ms: float
+    maxrss_kb: int
+    returncode: int
+    stdout: bytes
+
+
+TIME_BIN = Path("/usr/bin/time")
+
+
+def run_once(command: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: bytes | None = None) -> Sample:
+    """Spawn, feed stdin, wait: wall milliseconds and the child's own peak RSS.
+
+    Peak RSS comes from GNU time (``%M``) when /usr/bin/time exists: a child
+    spawned straight from the harness would report the harness's own RSS,
+    which Linux carries over into the child's high-water mark at exec.
+    """
+    rss_kb = -1
+    with tempfile.NamedTemporaryFile(prefix="lore-bench-rss-") as rss_file:
+        full = list(command)
+        if TIME_BIN.exists():
+            full = [str(TIME_BIN), "-f", "%M", "-o", rss_file.name, *full]
+        started = time.perf_counter()
+        done = subprocess.run(full, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                              capture_output=True, env=dict(env), cwd=cwd, check=False)  # fmt: skip
+        elapsed = (time.perf_counter() - started) * 1000
+        if TIME_BIN.exists():
+            lines = Path(rss_file.name).read_text(errors="replace").split()
+            if lines and lines[-1].isdigit():
+                rss_kb = int(lines[-1])
+    return Sample(elapsed, rss_kb, done.returncode, done.stdout)
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * (len(ordered) - 1))))]
+    return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "min": round(ordered[0], 2),
+            "max": round(ordered[-1], 2), "n": len(ordered)}  # fmt: skip
+
+
+def hook_event(prompt: str, cwd: Path) -> bytes:
+    return json.dumps({
+        "session_id": "lore-bench", "transcript_path": str(cwd / "transcript.jsonl"), "cwd": str(cwd),
+        "hook_event_name": "UserPromptSubmit", "prompt": prompt,
+    }).encode()  # fmt: skip
+
+
+def first_content_word(question: str) -> str:
+    from lore.bench.quality import _content_words
+
+    words = _content_words(question)
+    return max(words[:4], key=len) if words else "commit"
+
+
+def server_available(env: Mapping[str, str], cwd: Path) -> bool:
+    done = subprocess.run([*lore_command(), "server", "--help"], env=dict(env), cwd=cwd, capture_output=True,
+                          check=False, timeout=60)  # fmt: skip
+    return done.returncode == 0 and b"start" in done.stdout
+
+
+def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str], *, runs: int,
+            progress: Progress = _quiet, warm_helper: bool = True) -> dict[str, Any]:  # fmt: skip
+    """p50/p95 wall ms and peak RSS of each command over ``runs`` rounds after one warm-up round."""
+    state = work / "state"
+    cache = work / "cache"
+    cwd = work / "cwd"
+    for path in (state, cache, cwd):
+        path.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("LORE_LLM_CMD", "LORE_HOOK", "LORE_SERVER")}
+    env.update(LORE_DATA_DIR=str(data_dir), LORE_INDEX_DIR=str(index_dir), LORE_STATE_DIR=str(state),
+               LORE_CACHE_DIR=str(cache), LORE_SERVER="off", PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
+    lore = lore_command()
+
+    def commands(i: int) -> dict[str, tuple[list[str], bytes | None]]:
+        query = queries[i % len(queries)]
+        return {
+            "python -c pass": ([sys.executable, "-c", "pass"], None),
+            "grep -ril": (["grep", "-ril", first_content_word(query), str(data_dir)], None),
+            "lore search --json": ([*lore, "search", query, "--json"], None),
+            "lore hook prompt (cold)": ([*lore, "hook", "prompt"], hook_event(query, cwd)),
+        }
+
+    samples: dict[str, list[Sample]] = {}
+    for i in range(runs + 1):  # round 0 is the warm-up
+        for name, (command, stdin) in commands(i).items():
+            sample = run_once(command, env, cwd, stdin)
+            if i > 0:
+                samples.setdefault(name, []).append(sample)
+        progress(f"latency: round {i}/{runs}")
+
+    notes = []
+    if not warm_helper:
+        notes.append("warm-helper hook latency not requested")
+    elif server_available(env, cwd):
+        started = subprocess.run([*lore, "server", "start", "--idle", "120"], env=env, cwd=cwd, capture_output=True,
+                                 check=False, timeout=120)  # fmt: skip
+        if started.returncode == 0:
+            try:
+                for i in range(runs + 1):
+                    query = queries[(i + 7) % len(queries)]
+                    sample = run_once([*lore, "hook", "prompt"], env, cwd, hook_event(query, cwd))
+                    if i > 0:
+                        samples.setdefault("lore hook prompt (warm helper)", []).append(sample)
+            finally:
+                subprocess.run([*lore, "server", "stop"], env=env, cwd=cwd, capture_output=True, check=False, timeout=60)
+        else:
+            notes.append("lore server start failed: " + started.stderr.decode(errors="replace")[-300:])
+    else:
+        notes.append("no `lore server` command: warm-helper hook latency not measured")
+
+    floor = statistics.median(s.ms for s in samples["python -c pass"])
+    grep = statistics.median(s.ms for s in samples["grep -ril"])
+    result: dict[str, Any] = {"runs": runs, "commands": {}, "notes": notes}
+    for name, got in samples.items():
+        figures: dict[str, Any] = summary([s.ms for s in got])
+        figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
+        figures["ratio_to_grep"] = round(figures["p50"] / grep, 2) if grep else None
+        rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
+        figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
+        figures["failures"] = sum(1 for s in got if s.returncode != 0)
+        if name.startswith("lore hook"):
+            figures["injected_share"] = round(sum(1 for s in got if s.stdout.strip()) / len(got), 3)
+        if name.startswith("lore search"):
+            figures["with_results_share"] = round(sum(1 for s in got if b'"id"' in s.stdout) / len(got), 3)
+        result["commands"][name] = figures
+    return result
+
+
+def stage_timings(data_dir: Path, index_dir: Path, queries: Sequence[str], now: float) -> dict[str, Any]:
+    """In-process pipeline time per stage (p50, p95 over the queries), warm session, full pipeline."""
+    from lore.bench.quality import Searcher
+    from lore.rank.pipeline import SearchOptions
+
+    searcher = Searcher(data_dir, index_dir)
+    searcher.query(queries[0], SearchOptions(now=now))  # warm-up: opens the index and loads the model
+    per_stage: dict[str, list[float]] = {}
+    for text in queries:
+        response = searcher.query(text, SearchOptions(now=now))
+        for stage, ms in response.timings_ms.items():
+            per_stage.setdefault(stage, []).append(float(ms))
+    searcher.close()
+    return {stage: summary(values) for stage, values in per_stage.items()}

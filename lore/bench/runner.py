@@ -1,0 +1,200 @@
+"""Run the selected benchmark sections and gather every figure into one JSON-able dict."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lore.bench import DEFAULT_SIZES, SECTIONS, corpora, indexing, latency, quality
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BenchSettings:
+    quick: bool = False
+    sizes: Sequence[int] = DEFAULT_SIZES
+    only: Sequence[str] = SECTIONS
+    known_item_commits: int = 5000
+    scifact_quick_queries: int = 50
+    scifact_quick_docs: int = 1000
+    latency_runs: int = 15
+    build_repeats_small: int = 3  # full builds at sizes <= 1,000 (one at larger sizes)
+    incremental_repeats: int = 3
+    stage_queries: int = 60
+    keep_workdir: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def for_quick(cls, only: Sequence[str] = SECTIONS) -> BenchSettings:
+        return cls(quick=True, sizes=(1000,), only=only, known_item_commits=1000, latency_runs=5,
+                   build_repeats_small=1, incremental_repeats=1, stage_queries=20)  # fmt: skip
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+def _slope(points: list[tuple[int, float]]) -> float | None:
+    """Log-log growth exponent from the smallest to the largest size (1 = linear in records)."""
+    points = [(n, v) for n, v in points if v and v > 0]
+    if len(points) < 2 or points[0][0] == points[-1][0]:
+        return None
+    (n0, v0), (n1, v1) = points[0], points[-1]
+    return round(math.log(v1 / v0) / math.log(n1 / n0), 3)
+
+
+def scale_curve(per_size: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Per-record cost of each size-dependent figure, and its growth exponent."""
+    extractors: dict[str, tuple[str, Callable[[dict[str, Any]], float | None]]] = {
+        "full build": ("ms", lambda s: s.get("indexing", {}).get("full", {}).get("seconds_p50", 0) * 1000),
+        "bare Whoosh writer": ("ms", lambda s: s.get("indexing", {}).get("bare_whoosh", {}).get("seconds_p50", 0) * 1000),
+        "incremental refresh": ("ms", lambda s: s.get("indexing", {}).get("incremental", {}).get("seconds_p50", 0) * 1000),
+        "index size": ("bytes", lambda s: s.get("indexing", {}).get("full", {}).get("index_bytes")),
+        "lore search p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore search --json", {}).get("p50")),
+        "hook cold p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore hook prompt (cold)", {}).get("p50")),
+        "hook warm p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore hook prompt (warm helper)", {}).get("p50")),
+        "search peak RSS": ("KiB", lambda s: (s.get("latency", {}).get("commands", {}).get("lore search --json", {}).get("peak_rss_mib") or 0) * 1024),
+        "pipeline total p50": ("ms", lambda s: s.get("stages", {}).get("total", {}).get("p50")),
+        "grep -ril p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("grep -ril", {}).get("p50")),
+    }  # fmt: skip
+    curve: dict[str, Any] = {}
+    sizes = sorted(per_size)
+    for name, (unit, get) in extractors.items():
+        points = []
+        for n in sizes:
+            try:
+                value = get(per_size[n])
+            except (TypeError, AttributeError):
+                value = None
+            if value:
+                points.append((n, float(value)))
+        if not points:
+            continue
+        curve[name] = {
+            "unit": unit, "totals": {str(n): round(v, 3) for n, v in points},
+            "per_record": {str(n): round(v / n, 6) for n, v in points}, "growth_exponent": _slope(points),
+        }  # fmt: skip
+    return curve
+
+
+def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = _quiet,
+        checkpoint: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run the sections; a failing section or size is recorded in ``errors`` and the rest still run.
+
+    ``checkpoint`` receives the results so far after every section and size (the
+    CLI writes them to ``--out``, so a long run that dies keeps what it measured).
+    """
+    started = time.perf_counter()
+    results: dict[str, Any] = {
+        "machine": corpora.machine_info(),
+        "settings": {"quick": settings.quick, "sizes": list(settings.sizes), "only": list(settings.only),
+                     "known_item_commits": settings.known_item_commits, "latency_runs": settings.latency_runs,
+                     "shared_dir": str(shared)},
+        "harness_seconds": {},
+        "errors": [],
+    }
+
+    def failed(where: str, error: BaseException) -> None:
+        message = f"{where}: {type(error).__name__}: {error}"
+        results["errors"].append(message)
+        progress(f"FAILED {message}")
+
+    def save() -> None:
+        if checkpoint is not None:
+            checkpoint(results)
+
+    try:
+        if "quality" in settings.only:
+            t = time.perf_counter()
+            try:
+                results["quality"] = quality.scifact(
+                    shared, work, quick=settings.quick, progress=progress, query_count=settings.scifact_quick_queries,
+                    sample_docs=settings.scifact_quick_docs, sweep=not settings.quick,
+                )
+            except Exception as error:
+                failed("quality", error)
+            results["harness_seconds"]["quality"] = round(time.perf_counter() - t, 1)
+            shutil.rmtree(work / "scifact-index", ignore_errors=True)
+            save()
+        if "knownitem" in settings.only:
+            t = time.perf_counter()
+            try:
+                results["knownitem"] = quality.known_item(shared, work, commits=settings.known_item_commits,
+                                                          progress=progress)  # fmt: skip
+            except Exception as error:
+                failed("knownitem", error)
+            results["harness_seconds"]["knownitem"] = round(time.perf_counter() - t, 1)
+            save()
+        if "latency" in settings.only or "indexing" in settings.only:
+            per_size: dict[int, dict[str, Any]] = {}
+            loaded = corpora.load_questions()
+            questions = [q["question"] for q in loaded]
+            answerable = [q["question"] for q in loaded if q.get("answerable", True)]
+            commits_all = corpora.load_commits(shared, max(settings.sizes))
+            for size in sorted(settings.sizes):
+                t = time.perf_counter()
+                entry: dict[str, Any] = {}
+                per_size[size] = entry
+                try:
+                    _measure_size(settings, size, commits_all, questions, answerable, work, entry, progress)
+                except Exception as error:
+                    failed(f"size {size}", error)
+                entry["harness_seconds"] = round(time.perf_counter() - t, 1)
+                shutil.rmtree(work / f"size-{size}-index", ignore_errors=True)
+                shutil.rmtree(work / f"size-{size}-data", ignore_errors=True)
+                results["scale"] = scale_curve(per_size)
+                results["sizes"] = {str(k): v for k, v in per_size.items()}
+                save()
+    finally:
+        if not settings.keep_workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    results["harness_seconds"]["total"] = round(time.perf_counter() - started, 1)
+    with contextlib.suppress(OSError):
+        results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    save()
+    return results
+
+
+def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str, Any]], questions: list[str],
+                  answerable: list[str], work: Path, entry: dict[str, Any], progress: Progress) -> None:  # fmt: skip
+    raws, _, duplicates = corpora.commit_raws(commits_all[:size])
+    data_dir, index_dir = work / f"size-{size}-data", work / f"size-{size}-index"
+    corpora.write_decisions(data_dir, raws)
+    entry["records"] = len(raws)
+    entry["duplicate_short_ids_skipped"] = duplicates
+    now = max(corpora.epoch(r["timestamp"]) for r in raws)
+    repeats = settings.build_repeats_small if size <= 1000 else 1
+    if "indexing" in settings.only:
+        progress(f"indexing {size}: full build x{repeats}")
+        full = indexing.full_build(data_dir, index_dir, repeats)
+        entry["indexing"] = {"full": full}
+        progress(f"indexing {size}: bare Whoosh writer x{repeats}")
+        bare = indexing.bare_whoosh(data_dir, work, repeats)
+        entry["indexing"]["bare_whoosh"] = bare
+        entry["indexing"]["ratio_full_to_bare"] = round(full["seconds_p50"] / bare["seconds_p50"], 2) if bare["seconds_p50"] else None
+    else:
+        from lore.index.manager import IndexManager
+        from lore.paths import Locations
+
+        progress(f"size {size}: building the index (untimed)")
+        IndexManager(Locations(data_dir, index_dir)).build()
+    if "latency" in settings.only:
+        progress(f"latency {size}: {settings.latency_runs} runs per command")
+        entry["latency"] = latency.measure(data_dir, index_dir, work / f"size-{size}-run", answerable,
+                                           runs=settings.latency_runs, progress=progress)  # fmt: skip
+        progress(f"latency {size}: in-process stage timings")
+        entry["stages"] = latency.stage_timings(data_dir, index_dir, questions[: settings.stage_queries], now)
+    if "indexing" in settings.only:
+        progress(f"indexing {size}: incremental refresh x{settings.incremental_repeats}")
+        inc = indexing.incremental(data_dir, index_dir, settings.incremental_repeats, raws[0]["timestamp"])
+        entry["indexing"]["incremental"] = inc
+        full_s, inc_s = entry["indexing"]["full"]["seconds_p50"], inc["seconds_p50"]
+        entry["indexing"]["ratio_rebuild_to_incremental"] = round(full_s / inc_s, 2) if inc_s else None

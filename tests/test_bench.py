@@ -1,0 +1,131 @@
+"""The benchmark harness's building blocks on tiny inputs, so `lore bench` keeps working.
+
+No thresholds on any figure: these tests check that every section runs end to
+end and produces well-formed results. Skipped when the shared data or the
+bench extra is missing.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lore.bench import shared_dir
+
+SHARED = shared_dir(required=False)
+pytestmark = pytest.mark.skipif(SHARED is None, reason="shared benchmark data (../shared) not available")
+pytest.importorskip("ir_measures")
+pytest.importorskip("pytrec_eval")
+
+
+@pytest.fixture()
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LORE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LORE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LORE_LLM_CMD", raising=False)
+    return tmp_path
+
+
+def test_commit_conversion() -> None:
+    from lore.bench import corpora
+
+    assert corpora.strip_trailers("Fix the thing.\n\nSigned-off-by: A <a@b.c>\nHelped-by: B <b@c.d>\ncc: x") == "Fix the thing."
+    assert SHARED is not None
+    raws, mapping, duplicates = corpora.commit_raws(corpora.load_commits(SHARED, 50))
+    assert duplicates == 0 and len(raws) == 50 == len(mapping)
+    for raw in raws:
+        assert raw["id"].startswith("dec-") and len(raw["id"]) == 12
+        assert mapping[raw["id"]].startswith(raw["id"][4:])
+        assert raw["project"] == "git" and "Signed-off-by" not in raw["rationale"]
+        assert raw["timestamp"].endswith("Z")
+
+
+def test_evaluate_counts_queries_without_results() -> None:
+    from lore.bench.quality import evaluate
+
+    qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
+    perfect = evaluate({"q1": ["d1"], "q2": ["d2", "d9"]}, qrels, ("nDCG@10", "R@100", "RR@10"))
+    assert perfect == {"nDCG@10": 1.0, "R@100": 1.0, "RR@10": 1.0}
+    half = evaluate({"q1": ["d1"]}, qrels, ("R@100",))  # q2 returned nothing: it counts as 0
+    assert half == {"R@100": 0.5}
+
+
+def test_fuse_matches_pipeline_order() -> None:
+    from lore.bench.quality import channel_rankings, fuse
+    from lore.rank.stages import Candidate
+
+    hits = [Candidate(id="b", row=1, kind="decision", ranks={"bm25": 1, "vector": 2}),
+            Candidate(id="a", row=0, kind="decision", ranks={"vector": 1})]  # fmt: skip
+    rankings = channel_rankings(hits)
+    assert rankings == {"bm25": ["b"], "vector": ["a", "b"]}
+    assert fuse(rankings, {"bm25": 1.0, "vector": 1.0}, 10) == ["b", "a"]
+
+
+def test_scifact_and_known_item_tiny(isolated: Path) -> None:
+    from lore.bench import quality
+
+    assert SHARED is not None
+    result = quality.scifact(SHARED, isolated / "work", quick=True, query_count=3, sample_docs=25, sweep=True)
+    assert result["queries"] == 3 and result["docs"] >= 3
+    assert set(result["systems"]) == {"bm25", "vector", "hyde", "hybrid", "pipeline"}
+    for figures in result["systems"].values():
+        assert 0.0 <= figures["nDCG@10"] <= 1.0 and 0.0 <= figures["R@100"] <= 1.0
+    assert result["sweep"]["best_on_train"] in result["sweep"]["rows"]
+
+    known = quality.known_item(SHARED, isolated / "work", commits=150, max_questions=3)
+    assert known["commits"] == 150 and known["unanswerable"] == 3
+    assert set(known["systems"]) == {"bm25", "vector", "hybrid", "pipeline", "grep"}
+    assert 0.0 <= known["systems"]["pipeline"]["gap_unanswerable_flagged"] <= 1.0
+
+
+def test_indexing_latency_scale_and_report(isolated: Path) -> None:
+    from rich.console import Console
+
+    from lore.bench import corpora, indexing, latency, report, runner
+
+    assert SHARED is not None
+    raws, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 60))
+    data_dir, index_dir = isolated / "data", isolated / "index"
+    corpora.write_decisions(data_dir, raws)
+    full = indexing.full_build(data_dir, index_dir, 1)
+    assert full["records"] == 60 and full["index_bytes"] > 0
+    bare = indexing.bare_whoosh(data_dir, isolated, 1)
+    assert bare["seconds_p50"] > 0
+    timed = latency.measure(data_dir, index_dir, isolated / "run", ["why did the manpage dates show apostrophes"],
+                            runs=1, warm_helper=False)  # fmt: skip
+    assert set(timed["commands"]) >= {"python -c pass", "grep -ril", "lore search --json", "lore hook prompt (cold)"}
+    assert timed["commands"]["lore search --json"]["failures"] == 0
+    stages = latency.stage_timings(data_dir, index_dir, ["merge conflict markers", "slow fetch over http"], 0.0)
+    assert "total" in stages
+    inc = indexing.incremental(data_dir, index_dir, 1, raws[0]["timestamp"])
+    assert inc["modes"] == ["incremental"]
+
+    entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc}, "latency": timed, "stages": stages}
+    per_size = {60: entry, 120: entry}
+    scale = runner.scale_curve(per_size)
+    assert scale["full build"]["growth_exponent"] is not None
+    results = {"machine": corpora.machine_info(), "sizes": {"60": entry}, "scale": scale, "harness_seconds": {}}
+    buffer = io.StringIO()
+    report.render(results, Console(file=buffer, width=140))
+    assert "Indexing" in buffer.getvalue()
+    orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS)
+
+
+def test_missing_extra_is_a_lore_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lore.bench import require_extra
+    from lore.errors import LoreError
+
+    monkeypatch.setitem(sys.modules, "ir_measures", None)
+    with pytest.raises(LoreError) as caught:
+        require_extra()
+    assert caught.value.hint == "pip install 'lore[bench]'"
+
+
+def test_cli_rejects_unknown_section() -> None:
+    from lore.cli.app import run
+
+    assert run(["bench", "--only", "nonsense"]) == 2
