@@ -21,6 +21,7 @@ from lore.rank.pipeline import SearchOptions, SearchResponse, run
 from lore.rank.query import scrub_query
 
 LLM_TIMEOUT_S = 4.0
+ACCESS_TOP = 3
 
 
 @dataclass
@@ -113,7 +114,9 @@ def search(
     response.timings_ms["open_index"] = round(open_ms, 3)
     if log_access and response.hits and not response.gap.gap:
         now = options.now if options.now is not None else time.time()
-        ids = [h.id for h in response.hits]
+        # Only the top results count as accessed: logging all ten let records that are
+        # often returned but rarely wanted reinforce themselves.
+        ids = [h.id for h in response.hits[:ACCESS_TOP]]
         access_log.record_access(session.locations.access_log, scrubbed.text, ids, now)
         for rid in ids:
             count, _ = session.access.get(rid, (0, 0.0))

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
 
 from lore.capture import WriteOptions
 from lore.cli.app import app, state
-from lore.curate import consolidate as consolidation
 from lore.curate import lessons as lessons_core
 from lore.curate import migrate as migration
 from lore.errors import UsageError
 from lore.render.records import KIND_LABEL, date_of, record_json
 from lore.render.text import one_line
+
+if TYPE_CHECKING:
+    # consolidate pulls in numpy through dedup: imported where used, not at CLI start.
+    from lore.curate import consolidate as consolidation
 
 lesson_app = typer.Typer(
     help="Record a lesson (with options), or show one (`lore lesson show ID`).",
@@ -213,6 +216,8 @@ def consolidate(
     if yes and not apply:
         raise UsageError("--yes only makes sense with --apply")
     store = state(ctx).store()
+    from lore.curate import consolidate as consolidation
+
     review = consolidation.find_clusters(store, record_type)
     for notice in review.notices:
         typer.echo(f"Note: {notice}", err=True)

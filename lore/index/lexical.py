@@ -19,6 +19,8 @@ FIELD_BOOSTS = {"title": 3.0, "tags": 1.5, "body": 1.0, "extra": 0.6}
 BM25_B = 0.7
 BM25_K1 = 1.2
 _TOKEN = r"[\w][\w./\-]*\w|\w"
+COMMON_TERM_SHARE = 0.25
+MAX_QUERY_TERMS = 10
 _QUERY_SPECIALS = re.compile(r"[\"'()\[\]{}^~*?:\\/+!&|<>=-]")
 
 
@@ -116,12 +118,26 @@ class LexicalSearcher:
         """OR-grouped BM25F over every field: any matching term counts, more terms count more."""
         from whoosh import query as q
 
-        terms = list(dict.fromkeys(query_terms(_QUERY_SPECIALS.sub(" ", text))))
+        terms = self._selective_terms(list(dict.fromkeys(query_terms(_QUERY_SPECIALS.sub(" ", text)))))
         if not terms:
             return []
         clauses = [q.Term(field, term) for term in terms for field in FIELD_BOOSTS]
         results = self._searcher.search(q.Or(clauses), limit=limit)
         return [(hit["id"], float(hit.score)) for hit in results]
+
+    def _selective_terms(self, terms: list[str]) -> list[str]:
+        """Drop terms in more than a quarter of the records (when rarer ones exist), keep the 10 rarest.
+
+        Such terms barely move BM25 (their idf is near zero) but make Whoosh score,
+        in Python, every document that contains them: at 10k records they cost most
+        of a query's time.
+        """
+        if len(terms) <= 1 or not self.doc_count:
+            return terms
+        frequency = {t: max(self._searcher.doc_frequency(f, t) for f in ("title", "body")) for t in terms}
+        limit = COMMON_TERM_SHARE * self.doc_count
+        selective = [t for t in terms if frequency[t] <= limit] or terms
+        return sorted(selective, key=lambda t: frequency[t])[:MAX_QUERY_TERMS]
 
     def close(self) -> None:
         self._searcher.close()

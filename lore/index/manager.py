@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
@@ -314,6 +314,7 @@ class IndexManager:
         else:
             names.pop("vectors")
         meta = self._meta(snapshot_counts(records), names, revision, identity, matrix is not None, built=True)
+        meta["null_cosine"] = _null_cosine(matrix)
         atomic_write(directory / META, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
         atomic_write(self.index_dir / CURRENT, directory.name.encode())
         self._collect_garbage(keep=directory)
@@ -378,6 +379,7 @@ class IndexManager:
         lexical.update(directory / "lexical", upserts, deleted)
         new_meta = self._meta(snapshot_counts(records), names, revision, identity, new_matrix is not None,
                               built=False, previous=meta)  # fmt: skip
+        new_meta["null_cosine"] = _null_cosine(new_matrix)
         atomic_write(directory / META, orjson.dumps(new_meta, option=orjson.OPT_INDENT_2))
         self._collect_old_revisions(directory, keep={*names.values(), *files.values()})
         added = sum(1 for r in changed if r.id not in old_rows)
@@ -461,6 +463,20 @@ class IndexManager:
 EMBED_PROCESS_THRESHOLD = 3000
 
 
+def _null_cosine(matrix: Any) -> list[float] | None:
+    """How close off-topic queries get to this corpus: the evidence-gap floor's reference."""
+    if matrix is None or len(matrix) == 0:
+        return None
+    from lore.index.embedder import get_query_encoder
+    from lore.rank.gap import NULL_QUERIES, null_statistics
+
+    try:
+        stats = null_statistics(get_query_encoder().encode(list(NULL_QUERIES)), matrix)
+    except ModelError:
+        return None
+    return [round(v, 5) for v in stats] if stats else None
+
+
 def _embed_in_subprocess(texts: list[str]) -> tuple[Any, str | None, str | None]:
     """Embed in ``python -m lore.index.embed_worker`` (falls back to this process on failure)."""
     import subprocess
@@ -499,6 +515,7 @@ class IndexReader:
         self._lexical: lexical.LexicalSearcher | None = None
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
+        self._active: list[bool] | None = None
 
     @property
     def has_vectors(self) -> bool:
@@ -520,10 +537,22 @@ class IndexReader:
     @property
     def vectors(self) -> Any:
         if self._vectors is None:
+            import numpy as np
+
             from lore.index import vectors
 
-            self._vectors = vectors.load_file(self.directory / self.meta["files"]["vectors"])
+            # float16 on disk (half the size), float32 in memory: numpy has no BLAS path
+            # for float16, which made a 50k-row product take ~300 ms instead of a few.
+            stored = vectors.load_file(self.directory / self.meta["files"]["vectors"])
+            self._vectors = np.ascontiguousarray(stored, dtype=np.float32)
         return self._vectors
+
+    @property
+    def active_rows(self) -> list[bool]:
+        """Which rows are active (the default filter), computed once per reader."""
+        if self._active is None:
+            self._active = [status == "active" for status in self.table.statuses]
+        return self._active
 
     @property
     def adjacency(self) -> graph_index.Adjacency:

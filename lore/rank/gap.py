@@ -2,9 +2,13 @@
 
 Three figures, calibrated on the known-item question sets (docs/evaluation.md):
 
-* an absolute floor on the best cosine between the query and any candidate
-  (the strongest single signal: static embeddings still rank *something* first,
-  but unrelated questions top out lower);
+* a floor on the best cosine between the query and any candidate (the strongest
+  single signal: static embeddings still rank *something* first, but unrelated
+  questions top out lower). The floor is relative to the corpus: at build time
+  the indexer measures how close deliberately off-topic "null" queries get to
+  the stored records, and a query must beat their mean by ``null_k`` standard
+  deviations. A homogeneous corpus (all git commits) gets a high floor, a varied
+  one a lower floor; an index without these figures uses ``min_cosine``;
 * the top candidate's fused relevance against the candidate distribution (z-score);
 * agreement between channels on the top candidate (top-2 in BM25 and vectors).
 
@@ -18,17 +22,58 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lore.rank.stages import Candidate
+
+NULL_QUERIES: tuple[str, ...] = (
+    "recipe for banana bread with walnuts", "who won the football world cup final",
+    "best hiking trails in the alps in summer", "how to repot a fiddle leaf fig plant",
+    "symptoms of the common cold in toddlers", "history of the roman empire decline",
+    "learn to play jazz chords on guitar", "cheap flights from london to lisbon",
+    "how do whales communicate underwater", "tips for training a stubborn puppy",
+    "what is the capital of australia", "how to knit a wool scarf for beginners",
+    "best time of year to plant tomatoes", "rules of cricket explained simply", "how do volcanoes form",
+    "wedding speech ideas for a best man", "how to remove a red wine stain from carpet",
+    "meditation techniques for better sleep", "the plot of pride and prejudice",
+    "how many calories are in an avocado", "photosynthesis in plant leaves", "marathon training plan for beginners",
+    "how to brew pour over coffee", "renaissance painters in florence", "how to change a flat bicycle tire",
+    "migratory patterns of monarch butterflies", "how to make sourdough starter", "the rules of chess castling",
+    "skin care routine for dry skin", "famous lighthouses of the atlantic coast",
+)  # fmt: skip
+
+
+def null_statistics(null_vectors: Any, record_vectors: Any) -> tuple[float, float] | None:
+    """Mean and standard deviation of the best cosine the null queries reach in the corpus."""
+    import numpy as np
+
+    if record_vectors is None or len(record_vectors) == 0:
+        return None
+    best = np.asarray(null_vectors, dtype=np.float32) @ np.asarray(record_vectors, dtype=np.float32).T
+    top = best.max(axis=1)
+    return float(top.mean()), float(top.std())
 
 
 @dataclass(frozen=True)
 class GapSettings:
-    # Calibrated on tests/data/known_item_questions.jsonl with the bundled model:
-    # the largest floor that flags at most 10% of answerable questions.
+    # Calibrated on tests/data/known_item_questions.jsonl (5,000 git commits, bundled
+    # model): null_k is the largest that flags at most 10% of answerable questions;
+    # there the relative floor comes to 0.653, and min_cosine is that absolute value.
+    null_k: float = 3.35
     min_cosine: float = 0.655
+    # Small stores give the null queries little to match, so the relative floor
+    # sinks; below this cosine the bundled model's similarity is weak anywhere.
+    absolute_floor: float = 0.5
+    null_mean: float | None = None
+    null_std: float | None = None
     rescue_z: float = 3.0
-    rescue_coverage: float = 0.5
+
+    @property
+    def floor(self) -> float:
+        if self.null_mean is None or self.null_std is None:
+            return self.min_cosine
+        return max(self.absolute_floor, self.null_mean + self.null_k * self.null_std)
+    rescue_coverage: float = 0.34
     lexical_min_coverage: float = 0.5
     lexical_min_z: float = 2.0
 
@@ -71,7 +116,7 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, settings: GapS
             return verdict(False, 0.0, "lexical match stands out")
         return verdict(True, 0.0, "no embeddings and no standout lexical match")
     cosine = max(cosines)
-    if cosine >= s.min_cosine:
+    if cosine >= s.floor:
         return verdict(False, cosine, "semantic similarity above the floor")
     if agreeing >= 2 and z >= s.rescue_z and term_coverage >= s.rescue_coverage:
         return verdict(False, cosine, "channels agree on a standout lexical match")

@@ -79,8 +79,8 @@ Encoder = Callable[[list[str]], "np.ndarray"]
 
 def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None:
     table = reader.table
-    if not opts.filtered and opts.include_all:
-        return None
+    if not opts.filtered:
+        return None if opts.include_all else reader.active_rows
     tags = {t.lower().lstrip("#") for t in opts.tags}
     allowed = []
     for row in range(len(table)):
@@ -237,7 +237,11 @@ def run(
         if terms:
             doc = table.doc(ranked_candidates[0].row)
             coverage = len(terms & set(query_terms(doc["title"] + " " + doc["content"]))) / len(terms)
-    verdict = assess(ranked_candidates, coverage, opts.gap_settings)
+    gap_settings = opts.gap_settings
+    null = reader.meta.get("null_cosine")
+    if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
+        gap_settings = replace(gap_settings, null_mean=float(null[0]), null_std=float(null[1]))
+    verdict = assess(ranked_candidates, coverage, gap_settings)
     t = lap("gap", t)
 
     if opts.diversity and len(ranked_candidates) > 1:
@@ -247,7 +251,12 @@ def run(
             import numpy as np
 
             vecs = np.asarray(reader.vectors[[c.row for c in pool]], dtype=np.float32)
-        picked = mmr(pool, vecs, opts.limit, opts.mmr_lambda)
+        picked = mmr(pool, vecs, min(opts.limit, len(pool)), opts.mmr_lambda)
+        if opts.limit > len(pool):
+            # Diversity re-orders the head; a longer list continues in rank order.
+            chosen = {c.id for c in picked}
+            rest = [c for c in ranked_candidates[len(pool):] if c.id not in chosen]
+            picked = picked + rest[: opts.limit - len(picked)]
     else:
         picked = ranked_candidates[: opts.limit]
     t = lap("mmr", t)
