@@ -134,7 +134,8 @@ class LexicalSearcher:
         """
         if len(terms) <= 1 or not self.doc_count:
             return terms
-        frequency = {t: max(self._searcher.doc_frequency(f, t) for f in ("title", "body")) for t in terms}
+        reader = self._searcher.reader()
+        frequency = {t: max(reader.doc_frequency(f, t) for f in ("title", "body")) for t in terms}
         limit = COMMON_TERM_SHARE * self.doc_count
         selective = [t for t in terms if frequency[t] <= limit] or terms
         return sorted(selective, key=lambda t: frequency[t])[:MAX_QUERY_TERMS]
