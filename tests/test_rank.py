@@ -311,3 +311,20 @@ def test_long_result_lists_are_not_capped_by_the_diversity_pool(data_dir, cli) -
 
     payload = orjson.loads(cli("search", "canary rollout deploy pipeline", "--limit", "35", "--json").stdout)
     assert len(payload["results"]) + sum(r.get("represents", 1) - 1 for r in payload["results"]) >= 30
+
+
+def test_intent_option_favours_records_whose_chain_matches(data_dir, cli) -> None:
+    import orjson
+
+    lines = [
+        {"id": "dec-00000001", "timestamp": "2026-01-01T00:00:00Z", "decision": "Cache invoice totals in Redis",
+         "rationale": "Totals are recomputed on every page view", "project": "p", "intent_chain": ["performance"]},
+        {"id": "dec-00000002", "timestamp": "2026-01-01T00:00:00Z", "decision": "Cache invoice totals in Postgres",
+         "rationale": "Totals are recomputed on every page view", "project": "p", "intent_chain": ["simplicity"]},
+    ]  # fmt: skip
+    (data_dir / "journal/data").mkdir(parents=True)
+    (data_dir / "journal/data/decisions.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    for intent_name, expected in (("performance", "dec-00000001"), ("simplicity", "dec-00000002")):
+        out = orjson.loads(cli("search", "cache invoice totals", "--intent", intent_name, "--json").stdout)
+        assert out["results"][0]["id"] == expected
+        assert out["results"][0]["components"]["factors"]["intent"] == 1.25

@@ -102,11 +102,10 @@ def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None
 
 def _candidate(reader: IndexReader, row: int) -> Candidate:
     t = reader.table
-    doc_chain = ()
     return Candidate(
         id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
         time=t.times[row], confidence=t.confidence[row], importance=t.importance[row], pinned=t.pinned[row],
-        tags=tuple(t.tags[row]), intent_chain=doc_chain,
+        tags=tuple(t.tags[row]),
     )  # fmt: skip
 
 
@@ -215,6 +214,9 @@ def run(
         if row is None:
             continue
         base = _candidate(reader, row)
+        if opts.intents:
+            chain = reader.table.doc(row).get("intent_chain") or []
+            base = replace(base, intent_chain=tuple(str(c) for c in chain if c))
         candidates.append(replace(
             base, ranks=ranks, fused=score, relevance=min(1.0, score / best),
             channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
