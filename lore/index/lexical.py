@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FIELD_BOOSTS = {"title": 3.0, "tags": 1.5, "body": 1.0, "extra": 0.6}
+# Titles outweigh bodies, but only by 1.5: 3.0 cost recall on both benchmarks
+# (known-item recall@10 0.474 vs 0.537, SciFact-train BM25 nDCG@10 0.676 vs 0.691).
+FIELD_BOOSTS = {"title": 1.5, "tags": 1.5, "body": 1.0, "extra": 0.6}
 # Slightly lower b than the default 0.75: records are short and of uneven length.
 BM25_B = 0.7
 BM25_K1 = 1.2

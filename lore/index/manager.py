@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
