@@ -96,14 +96,20 @@ def search(
     t_open = time.perf_counter()
     reader = session.open(policy, progress)
     open_ms = (time.perf_counter() - t_open) * 1000
-    encoder = session.get_encoder() if reader.has_vectors else None
-    encode = encoder.encode if encoder is not None else None
+    encode = None
+    if reader.has_vectors and session.encoder_error is None:
+        # Loaded on first use: past the hook's soft deadline the pipeline never asks.
+        def encode(texts: list[str]) -> Any:
+            encoder = session.get_encoder()
+            if encoder is None:
+                raise ModelError(session.encoder_error or "embedding model unavailable")
+            return encoder.encode(texts)
     if session.access is None:
         session.access = access_log.load_stats(session.locations.access_log)
     if use_llm and options.hyde_text is None and "hyde" in options.channels:
         options.hyde_text = llm_pseudo_answer(scrubbed.text)
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
-                   centroids=session.get_centroids(reader) if options.adaptive else None)  # fmt: skip
+                   centroids=(lambda: session.get_centroids(reader)) if options.adaptive else None)  # fmt: skip
     response.warnings = [*session.warnings, *response.warnings]
     if session.encoder_error and reader.has_vectors:
         response.warnings.append(f"{session.encoder_error}; lexical results only")

@@ -54,6 +54,13 @@ def install_command(
     from lore.hook_install import install
 
     _report(install(scope=scope.value, dry_run=dry_run), "install")
+    from lore import server
+
+    if not dry_run and not server.auto_start_enabled():
+        # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
+        # (imports and index load alone take ~250 ms on a small machine).
+        typer.echo("Tip: run `lore server enable` so the prompt hook can keep a warm helper "
+                   "and answer within its 400 ms deadline.", err=True)  # fmt: skip
 
 
 @hook_app.command("uninstall")

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
@@ -541,10 +541,9 @@ class IndexReader:
 
             from lore.index import vectors
 
-            # float16 on disk (half the size), float32 in memory: numpy has no BLAS path
-            # for float16, which made a 50k-row product take ~300 ms instead of a few.
             stored = vectors.load_file(self.directory / self.meta["files"]["vectors"])
-            self._vectors = np.ascontiguousarray(stored, dtype=np.float32)
+            # Indexes are float32 on disk (memory-mapped as is); convert anything else once.
+            self._vectors = stored if stored.dtype == np.float32 else np.asarray(stored, dtype=np.float32)
         return self._vectors
 
     @property

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from lore.errors import ModelError
 from lore.rank import fusion, intent, traverse
 from lore.rank.diversity import mmr
 from lore.rank.gap import GapSettings, GapVerdict, assess
@@ -116,7 +117,7 @@ def run(
     *,
     encode: Encoder | None,
     access: Mapping[str, tuple[int, float]] | None = None,
-    centroids: dict[str, list[float]] | None = None,
+    centroids: dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None = None,
 ) -> SearchResponse:
     """Search the index for ``query`` (already scrubbed)."""
     timings: dict[str, float] = {}
@@ -159,12 +160,15 @@ def run(
         vector_ok = False
         warnings.append("deadline reached: lexical results only")
     want_vectors = vector_ok and any(c in opts.channels for c in ("vector", "hyde"))
+    encoded: Any = None
     if want_vectors:
         import numpy as np
 
         from lore.index import vectors as vector_index
 
         assert encode is not None
+        if callable(centroids):
+            centroids = centroids()
         texts = [query]
         if "hyde" in opts.channels:
             pseudo = opts.hyde_text or hyde_document(query)
@@ -173,7 +177,12 @@ def run(
                 titles = [table.doc(row)["title"] for row in rows if row is not None]
                 pseudo = " ".join([pseudo, *titles])
             texts.append(pseudo)
-        encoded = encode(texts)
+        try:
+            encoded = encode(texts)
+        except ModelError as error:
+            warnings.append(f"{error.message}; lexical results only")
+            encoded = None
+    if want_vectors and encoded is not None:
         query_vector = encoded[0]
         if opts.vector_feedback and rankings.get("bm25"):
             rows = [table.row(rid) for rid in rankings["bm25"][:5]]
@@ -192,7 +201,7 @@ def run(
             channel_scores[channel] = {table.ids[row]: score for row, score in top}
         t = lap("vectors", t)
 
-    classified = intent.classify(query_vector, centroids, query) if opts.adaptive else intent.IntentResult(intent.FALLBACK, 0, 0, True)
+    classified = intent.classify(query_vector, centroids if isinstance(centroids, dict) else None, query) if opts.adaptive else intent.IntentResult(intent.FALLBACK, 0, 0, True)
     weights = dict(opts.weights or fusion.DEFAULT_WEIGHTS)
     if opts.adaptive:
         for channel, factor in intent.CHANNEL_ADJUST.get(classified.intent, {}).items():
