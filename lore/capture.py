@@ -7,13 +7,12 @@ every write path gets the same input checks, scrubber, curation and audit.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from lore.errors import UsageError
 from lore.store import Record, Store
-from lore.store.records import OUTCOMES, SEVERITIES, STATUSES
+from lore.store.records import OUTCOMES, SEVERITIES
 from lore.store.validate import check_text
 
 
@@ -76,7 +75,6 @@ def _confidence(value: float | None, default: float = 0.8) -> float:
     return value
 
 
-CurationHook = Callable[[Store, str, dict[str, Any], "WriteOptions"], "WriteResult | None"]
 
 
 @dataclass
@@ -339,17 +337,6 @@ def supersede(store: Store, old_id: str, new_id: str) -> Record:
     updated = store.update(old.id, mutate, op="supersede", detail={"superseded_by": new.id})
     store.link(new.id, old.id, "supersedes")
     return updated
-
-
-def set_status(store: Store, record_id: str, status: str) -> Record:
-    if status not in STATUSES:
-        raise UsageError(f"status must be one of {', '.join(STATUSES)}")
-
-    def mutate(raw: dict[str, Any]) -> None:
-        raw["status"] = status
-        raw["status_changed_at"] = store.now_iso()
-
-    return store.update(record_id, mutate, op="update", detail={"status": status})
 
 
 def validation_confidence(confidence: float, validations: int) -> float:

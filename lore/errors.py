@@ -75,10 +75,6 @@ class ModelError(LoreError):
     """The embedding model could not be loaded; lexical search still works."""
 
 
-class ExternalCommandError(LoreError):
-    """A user-configured command (LORE_LLM_CMD) failed."""
-
-
 def format_location(path: Path | str | None, line: int | None, field: str | None) -> str:
     """``file:line: field 'x': `` prefix for data errors and warnings."""
     parts = []

@@ -470,4 +470,3 @@ def _candidate_pairs(items: list[_Prepared], vectors: np.ndarray | None) -> list
 
 
 # Kept for callers of the old private name.
-_bundled_embed = bundled_embed

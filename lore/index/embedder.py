@@ -74,8 +74,6 @@ class Embedder:
         norms[norms == 0] = 1.0
         return vectors / norms
 
-    def encode_one(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
 
 
 @lru_cache(maxsize=4)

@@ -51,7 +51,6 @@ FORMAT_VERSION = 4
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
-REFRESH_POLICIES = ("refresh", "warn", "ignore")
 # Above this share of changed records a fresh build is cheaper than patching.
 INCREMENTAL_LIMIT = 0.3
 

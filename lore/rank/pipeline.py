@@ -279,7 +279,3 @@ def run(
 
     timings["total"] = round((clock() - started) * 1000, 3)
     return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings))
-
-
-def content_of(reader: IndexReader, candidate: Candidate) -> dict[str, Any]:
-    return reader.table.doc(candidate.row)

@@ -57,7 +57,6 @@ class StageSettings:
     recency_half_life_days: float = 7.0
     project_boost: float = 1.5
     intent_weight: float = 0.25
-    default_confidence: float = 0.8
     min_score: float = 0.05
     status_penalty: float = 0.5  # superseded/retracted shown with --all
 

@@ -15,8 +15,6 @@ import orjson
 
 from lore.errors import format_location
 
-MAX_FILE_BYTES = 512 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class LoadWarning:

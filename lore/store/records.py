@@ -6,7 +6,6 @@ key order survive every rewrite) and derives what search needs from it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -300,13 +299,6 @@ class Record:
         body = " ".join(f["body"].split())
         title = " ".join(f["title"].split())
         return f"{title}: {body}" if body else title
-
-
-_HEX8 = re.compile(r"^[0-9a-f]{8}$")
-
-
-def looks_like_record_id(value: str) -> bool:
-    return kind_from_id(value) is not None
 
 
 def record_kind_for_pattern_item(item: dict[str, Any], section: str) -> str:

@@ -494,11 +494,6 @@ class Store:
             record=raw, timestamp=self.now_iso(), detail=detail,
         )  # fmt: skip
 
-    def audit_event(self, op: str, record_id: str, project: str | None = None,
-                    detail: dict[str, Any] | None = None) -> None:  # fmt: skip
-        """Record an operation that is not a single add/update (migrations, merges)."""
-        with data_lock(self.data_dir):
-            self._audit(op, record_id, project, None, detail)
 
 
 def _deep_copy(value: Any) -> Any:
