@@ -49,7 +49,8 @@ def _clean_list(name: str, values: list[str] | None) -> list[str]:
     return [check_text(name, v) for v in (values or []) if v and v.strip()]
 
 
-def _tags(values: list[str] | None) -> list[str]:
+def parse_tags(values: list[str] | None) -> list[str]:
+    """Tags from repeated and comma-separated options, without '#' and duplicates."""
     tags: list[str] = []
     for value in values or []:
         for part in value.split(","):
@@ -85,8 +86,9 @@ class WriteOptions:
     check_duplicates: bool = True
 
 
-def _store(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubber, options: WriteOptions,
-           op: str = "retain") -> WriteResult:  # fmt: skip
+def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubber, options: WriteOptions,
+                 op: str = "retain") -> WriteResult:  # fmt: skip
+    """Store an already scrubbed record after the duplicate check: every capture path ends here."""
     notices: list[str] = []
     if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
         from lore.curate.dedup import check_before_write
@@ -132,7 +134,7 @@ def remember(
         "superseded_by": None,
         "retracted_reason": None,
         "status_changed_at": None,
-        "tags": _tags(tags),
+        "tags": parse_tags(tags),
         "project": project,
         "importance": _importance(importance),
         "confidence": _confidence(confidence),
@@ -144,7 +146,7 @@ def remember(
         "valid_at": None,
         "spec_quality": 0.5,
     }
-    return _store(store, "decision", raw, scrub, options)
+    return store_record(store, "decision", raw, scrub, options)
 
 
 def learn(
@@ -182,9 +184,9 @@ def learn(
         "created_at": store.now_iso(),
         "examples": examples,
         "project": project,
-        "tags": _tags(tags),
+        "tags": parse_tags(tags),
     }
-    return _store(store, "pattern", raw, scrub, options)
+    return store_record(store, "pattern", raw, scrub, options)
 
 
 def learn_anti(
@@ -213,9 +215,9 @@ def learn_anti(
         "severity": severity,
         "created_at": store.now_iso(),
         "project": project,
-        "tags": _tags(tags),
+        "tags": parse_tags(tags),
     }
-    return _store(store, "anti_pattern", raw, scrub, options)
+    return store_record(store, "anti_pattern", raw, scrub, options)
 
 
 def handoff(
@@ -261,7 +263,7 @@ def handoff(
     }
     if not raw["id"]:
         del raw["id"]
-    return _store(store, "handoff", raw, scrub, options)
+    return store_record(store, "handoff", raw, scrub, options)
 
 
 def fail(
@@ -282,7 +284,7 @@ def fail(
         "tool": (tool or "").strip(),
         "project": project,
     }
-    return _store(store, "failure", raw, scrub, options)
+    return store_record(store, "failure", raw, scrub, options)
 
 
 def observe(
@@ -298,10 +300,10 @@ def observe(
     raw: dict[str, Any] = {
         "timestamp": store.now_iso(),
         "content": scrub(check_text("observation", content)),
-        "tags": _tags(tags),
+        "tags": parse_tags(tags),
         "project": project,
     }
-    return _store(store, "observation", raw, scrub, options)
+    return store_record(store, "observation", raw, scrub, options)
 
 
 # -- lifecycle -------------------------------------------------------------------

@@ -94,7 +94,7 @@ def record_lesson(
     options: WriteOptions | None = None,
 ) -> LessonResult:
     """Store a lesson, return the equal-or-stronger one already stored, or supersede a weaker one."""
-    from lore.capture import _store, _tags
+    from lore.capture import parse_tags, store_record
 
     options = options or WriteOptions()
     if severity not in SEVERITIES:
@@ -115,7 +115,7 @@ def record_lesson(
     current = same_identity(store, identity)
     if current is not None and current.confidence >= rule_confidence:
         return LessonResult(record=current, created=False, existing=True, redactions=scrub.kinds)
-    tag_list = _tags(tags)
+    tag_list = parse_tags(tags)
     if "lesson_learned" not in tag_list:
         tag_list.insert(0, "lesson_learned")
     raw: dict[str, Any] = {
@@ -143,7 +143,7 @@ def record_lesson(
     if current is not None:
         # The same lesson, held more strongly: replace it, keeping the old one as history.
         options = WriteOptions(redact=options.redact, check_duplicates=False)
-    written = _store(store, "lesson", raw, scrub, options, op="lesson")
+    written = store_record(store, "lesson", raw, scrub, options, op="lesson")
     result = LessonResult(record=written.record, created=written.created, merged_into=written.merged_into,
                           redactions=written.redactions, notices=written.notices)  # fmt: skip
     if current is not None and written.created:

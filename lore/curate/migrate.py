@@ -125,7 +125,7 @@ def _plan_jsonl(store: Store, relative: Path, kind: str) -> FileChange | None:
     path = store.path(relative)
     if not path.exists():
         return None
-    store._refuse_if_incomplete(read_jsonl(path))
+    store.refuse_if_incomplete(read_jsonl(path))
     lines = path.read_bytes().split(b"\n")
     change = FileChange(relative)
     for index, line in enumerate(lines):
@@ -145,7 +145,7 @@ def _plan_patterns(store: Store) -> FileChange | None:
     if not path.exists():
         return None
     read = read_patterns_yaml(path)
-    store._refuse_if_incomplete(read)
+    store.refuse_if_incomplete(read)
     change = FileChange(PATTERNS)
     for _, item in read.items:
         section = item.pop("__section__", "patterns")
@@ -157,7 +157,7 @@ def _plan_patterns(store: Store) -> FileChange | None:
 
 def _plan_session(store: Store, path: Path) -> FileChange | None:
     read: FileRead = read_json(path)
-    store._refuse_if_incomplete(read)
+    store.refuse_if_incomplete(read)
     if not read.items:
         return None
     raw = read.items[0][1]
@@ -216,11 +216,11 @@ def migrate(store: Store, *, dry_run: bool = False) -> MigrationReport:
                             if isinstance(item, dict):
                                 upgrade(record_kind_for_pattern_item(item, section), item)
 
-                store._rewrite_patterns(edit)
+                store.rewrite_patterns(edit)
             else:
                 atomic_write(store.path(change.path), change.new_bytes)
             for record in change.records:
-                store._audit("migrate", record.record_id, record.project, record.raw,
+                store.record_audit("migrate", record.record_id, record.project, record.raw,
                              {"file": str(change.path), "added": record.added,
                               "backup": str(report.backup_dir.relative_to(store.data_dir) / change.path)})  # fmt: skip
     return report

@@ -75,7 +75,6 @@ class Embedder:
         return vectors / norms
 
 
-
 @lru_cache(maxsize=4)
 def get_embedder(spec: str | None = None) -> Embedder:
     return Embedder(spec)

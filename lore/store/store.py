@@ -297,7 +297,7 @@ class Store:
             if kind in JSONL_FILES:
                 append_line(self.path(JSONL_FILES[kind]), orjson.dumps(raw))
             elif kind in PATTERN_SECTIONS:
-                self._rewrite_patterns(lambda doc: doc.setdefault(PATTERN_SECTIONS[kind], []).append(raw))
+                self.rewrite_patterns(lambda doc: doc.setdefault(PATTERN_SECTIONS[kind], []).append(raw))
             elif kind == "handoff":
                 path = self.path(SESSIONS) / f"{record_id}.json"
                 if path.exists():
@@ -306,7 +306,7 @@ class Store:
             else:  # pragma: no cover
                 raise UsageError(f"cannot store records of type {kind}")
             record = Record(kind=kind, id=record_id, raw=raw)
-            self._audit(op, record_id, record.project, raw)
+            self.record_audit(op, record_id, record.project, raw)
         return record
 
     def _ids_of_kind_quick(self, kind: str) -> set[str]:
@@ -338,7 +338,7 @@ class Store:
             mutate(raw)
             self._replace(record, raw)
             updated = Record(kind=record.kind, id=record.id, raw=raw, source=record.source, line=record.line)
-            self._audit(op, record.id, updated.project, raw, detail)
+            self.record_audit(op, record.id, updated.project, raw, detail)
         return updated
 
     def delete(self, record_id: str) -> Record:
@@ -349,7 +349,7 @@ class Store:
             self._replace(record, None)
             if any(record.id in (e.source, e.target) for e in snapshot.edges):
                 self._rewrite_graph(lambda doc, nodes: _drop_edges(doc, nodes, record.id, None, None))
-            self._audit("delete", record.id, record.project, None)
+            self.record_audit("delete", record.id, record.project, None)
         return record
 
     def _replace(self, record: Record, raw: dict[str, Any] | None) -> None:
@@ -370,16 +370,16 @@ class Store:
                         return
                 raise NotFoundError(f"{record.id} is no longer in {self.path(PATTERNS)}")
 
-            self._rewrite_patterns(edit)
+            self.rewrite_patterns(edit)
         elif record.kind == "handoff":
             assert record.source is not None
             if raw is None:
                 record.source.unlink()
             else:
-                self._refuse_if_incomplete(read_json(record.source))
+                self.refuse_if_incomplete(read_json(record.source))
                 atomic_write(record.source, orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n")
 
-    def _refuse_if_incomplete(self, read: FileRead) -> None:
+    def refuse_if_incomplete(self, read: FileRead) -> None:
         if not read.complete:
             first = read.warnings[0] if read.warnings else None
             raise UnsafeRewriteError(
@@ -413,11 +413,12 @@ class Store:
             lines[matches[-1]] = orjson.dumps(raw)
         atomic_write(path, b"\n".join(lines))
 
-    def _rewrite_patterns(self, edit: Callable[[dict[str, Any]], None]) -> None:
+    def rewrite_patterns(self, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Apply ``edit`` to patterns.yaml's document and rewrite it atomically (caller holds the lock)."""
         path = self.path(PATTERNS)
         if path.exists():
             read = read_patterns_yaml(path)
-            self._refuse_if_incomplete(read)
+            self.refuse_if_incomplete(read)
             document = read.extra.get("document") or {}
             header = read.extra.get("header") or PATTERNS_HEADER
         else:
@@ -455,7 +456,7 @@ class Store:
                 })  # fmt: skip
 
             self._rewrite_graph(edit)
-            self._audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
+            self.record_audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
         return Edge(src.id, dst.id, relation, weight, created_at)
 
     def unlink(self, source: str, target: str, relation: str | None = None) -> int:
@@ -469,14 +470,14 @@ class Store:
                 raise NotFoundError(f"no edge from {source} to {target}{what}")
             removed: list[int] = []
             self._rewrite_graph(lambda doc, nodes: removed.append(_drop_edges(doc, nodes, source, target, relation)))
-            self._audit("unlink", source, None, None, {"to": target, "relation": relation})
+            self.record_audit("unlink", source, None, None, {"to": target, "relation": relation})
         return removed[0] if removed else 0
 
     def _rewrite_graph(self, edit: Callable[[dict[str, Any], dict[str, str]], Any]) -> None:
         path = self.path(GRAPH)
         if path.exists() and path.stat().st_size:
             read = read_json(path)
-            self._refuse_if_incomplete(read)
+            self.refuse_if_incomplete(read)
             document = read.items[0][1] if read.items else {"nodes": {}, "edges": []}
         else:
             document = {"nodes": {}, "edges": []}
@@ -487,8 +488,9 @@ class Store:
         atomic_write(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
 
     # -- audit -----------------------------------------------------------------
-    def _audit(self, op: str, record_id: str, project: str | None, raw: dict[str, Any] | None,
-               detail: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def record_audit(self, op: str, record_id: str, project: str | None, raw: dict[str, Any] | None,
+                     detail: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """Append one audit entry (the caller holds the data lock)."""
         audit.append(
             self.data_dir, op=op, record_id=record_id, project=project, actor=self.actor,
             record=raw, timestamp=self.now_iso(), detail=detail,
