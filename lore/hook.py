@@ -134,14 +134,17 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
 
 def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float) -> str | None:
     """Search in a worker thread; give up (None) at the hard deadline."""
-    from lore.index.manager import IndexManager
+    from lore.index.manager import IndexManager, IndexReader
     from lore.paths import Locations
     from lore.search import SearchSession
 
     locations = Locations.resolve()
     if not locations.data_dir.is_dir():
         raise FileNotFoundError(f"data dir {locations.data_dir} does not exist")
-    if IndexManager(locations).read_meta() is None:
+    # Checked here rather than left to SearchSession.open, which would build a
+    # missing index: the hook must never start a build on the prompt path.
+    found = IndexManager(locations).read_meta()
+    if found is None:
         raise FileNotFoundError(f"no usable index in {locations.index_dir}; run `lore index`")
     result: dict[str, Any] = {}
     total = deadline - started
@@ -149,7 +152,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
 
     def work() -> None:
         try:
-            session = SearchSession(locations)
+            session = SearchSession(locations, reader=IndexReader(*found))
             result["text"] = context_for_prompt(session, prompt, cwd, budget, soft, _gap_line())
         except BaseException as exc:
             result["error"] = exc
