@@ -101,7 +101,8 @@ def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None
     return allowed
 
 
-def _candidate(reader: IndexReader, row: int) -> Candidate:
+def candidate_at(reader: IndexReader, row: int) -> Candidate:
+    """A candidate for table row ``row``, with the metadata every stage reads (no channel evidence yet)."""
     t = reader.table
     return Candidate(
         id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
@@ -222,7 +223,7 @@ def run(
         row = table.row(record_id)
         if row is None:
             continue
-        base = _candidate(reader, row)
+        base = candidate_at(reader, row)
         if opts.intents:
             chain = reader.table.doc(row).get("intent_chain") or []
             base = replace(base, intent_chain=tuple(str(c) for c in chain if c))

@@ -56,7 +56,7 @@ def expand(
     side, ``derived_from``/``learned_from`` bring the origin. Added records show
     the path that reached them.
     """
-    from lore.rank.pipeline import _candidate
+    from lore.rank.pipeline import candidate_at
 
     table = reader.table
     adjacency = reader.adjacency
@@ -81,7 +81,7 @@ def expand(
             for edge, direction in path:
                 steps.append(f"-> {edge.relation} ->" if direction == "out" else f"<- {edge.relation} <-")
             steps.append(_label(reader, record_id))
-            base = _candidate(reader, row)
+            base = candidate_at(reader, row)
             candidate = replace(base, relevance=hit.relevance * strength, ranks={"graph_hops": hops},
                                 path=(" ".join(steps),))  # fmt: skip
             scored = apply_stages([candidate], ctx)
