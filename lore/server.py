@@ -1,7 +1,7 @@
 """The optional warm helper: one process per index that keeps the index, model and graph loaded.
 
 A prompt hook pays the interpreter start plus a socket round trip instead of
-importing numpy, whoosh and the tokenizer and loading the index every time.
+importing numpy and the tokenizer and loading the index every time.
 Rules: a single instance per index (file lock); it exits after an idle period
 (default 10 minutes) and when its index is rebuilt; ``lore server status|stop``
 show and stop it; it only starts when the user enabled it (``lore server start``,
@@ -207,7 +207,10 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         if reader.has_vectors:
             session.get_encoder()
             session.get_centroids(reader)
-        _ = reader.table, reader.lexical, reader.adjacency
+        _ = reader.table, reader.bm25, reader.adjacency
+        from lore.index import analysis
+
+        analysis.terms("warm the stemmer")
     write_status()
     reason = "stopped"
     try:

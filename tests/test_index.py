@@ -16,6 +16,7 @@ import pytest
 
 from lore import capture
 from lore.capture import WriteOptions
+from lore.index import analysis
 from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, get_embedder
 from lore.index.manager import CURRENT, IndexManager
 from lore.paths import Locations
@@ -41,8 +42,11 @@ def manager(data_dir: Path) -> IndexManager:
 
 
 def search_ids(mgr: IndexManager, text: str) -> list[str]:
+    """Records the BM25 channel finds for a one-word query; Whoosh (phrases) must find the same."""
     reader, _ = mgr.open(policy="ignore")
-    return [rid for rid, _ in reader.lexical.search(text, 50)]
+    ids = [reader.table.ids[row] for row, _ in reader.bm25.search(analysis.unique_terms(text), 100_000)]
+    assert sorted(ids) == sorted(reader.lexical.matching([text]) or [])
+    return ids
 
 
 def test_full_build_then_up_to_date(data_dir: Path) -> None:

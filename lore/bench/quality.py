@@ -100,37 +100,12 @@ LABELS = {
 }
 
 
-class CachedLexical:
-    """A Whoosh searcher that remembers each (query, limit) answer.
-
-    The compared systems run the same queries through the same BM25 channel;
-    Whoosh answers identically every time, so the harness asks it once. Query
-    times in the quality sections are therefore not latency figures (the
-    latency section measures those, uncached).
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.doc_count = getattr(inner, "doc_count", 0)
-        self._answers: dict[tuple[str, int], list[tuple[str, float]]] = {}
-
-    def search(self, text: str, limit: int) -> list[tuple[str, float]]:
-        key = (text, limit)
-        if key not in self._answers:
-            self._answers[key] = self.inner.search(text, limit)
-        return list(self._answers[key])
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @dataclass
 class Searcher:
     """An open in-process search session over one data dir (no access logging, no LLM)."""
 
     data_dir: Path
     index_dir: Path
-    cache_lexical: bool = False
 
     def __post_init__(self) -> None:
         from lore.paths import Locations
@@ -141,11 +116,7 @@ class Searcher:
     def build(self) -> Any:
         from lore.index.manager import IndexManager
 
-        report = IndexManager(self.session.locations).build()
-        if self.cache_lexical:
-            reader = self.session.open("ignore")
-            reader._lexical = CachedLexical(reader.lexical)  # type: ignore[assignment]
-        return report
+        return IndexManager(self.session.locations).build()
 
     def query(self, text: str, options: Any) -> Any:
         from lore.search import search
@@ -205,7 +176,7 @@ def scifact(shared: Path, work: Path, *, quick: bool, progress: Progress = _quie
         docs = [d for d in docs if d[0] in needed] + rest[: max(0, sample_docs - len(needed))]
     data_dir, index_dir = work / "scifact-data", work / "scifact-index"
     mapping = corpora.write_scifact(data_dir, docs)
-    searcher = Searcher(data_dir, index_dir, cache_lexical=True)
+    searcher = Searcher(data_dir, index_dir)
     progress(f"SciFact: indexing {len(docs)} abstracts")
     report = searcher.build()
     now = corpora.epoch(corpora.SCIFACT_TIME)
@@ -337,7 +308,7 @@ def known_item(shared: Path, work: Path, *, commits: int = 5000, progress: Progr
     data_dir, index_dir = work / f"commits-{commits}-data", work / f"commits-{commits}-index"
     corpora.write_decisions(data_dir, raws)
     now = max(corpora.epoch(r["timestamp"]) for r in raws)
-    searcher = Searcher(data_dir, index_dir, cache_lexical=True)
+    searcher = Searcher(data_dir, index_dir)
     progress(f"known-item: indexing {len(raws)} commits")
     report = searcher.build()
     options = configs(10, 30, now)

@@ -1,15 +1,16 @@
-"""The Whoosh BM25F index: the only module that imports whoosh.
+"""The Whoosh full-text index: the only module that imports whoosh.
 
-Titles (a decision, a pattern's name) outweigh bodies through field boosts;
-the analyser stems English and splits code identifiers (camelCase,
-snake_case, dotted names, paths) while keeping the whole identifier too.
-Only the record id is stored: everything shown comes from the records table.
+It keeps positions, so it answers quoted-phrase queries; ranking uses the
+BM25F impact index derived beside it (``lore.index.bm25``). Titles outweigh
+bodies through field boosts; the analyser stems English and splits code
+identifiers (camelCase, snake_case, dotted names, paths) while keeping the
+whole identifier too. Only the record id is stored: everything shown comes
+from the records table.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,18 +18,9 @@ from typing import Any
 # Titles outweigh bodies, but only by 1.5: 3.0 cost recall on both benchmarks
 # (known-item recall@10 0.474 vs 0.537, SciFact-train BM25 nDCG@10 0.676 vs 0.691).
 FIELD_BOOSTS = {"title": 1.5, "tags": 1.5, "body": 1.0, "extra": 0.6}
-# Slightly lower b than the default 0.75: records are short and of uneven length.
-BM25_B = 0.7
-BM25_K1 = 1.2
 _TOKEN = r"[\w][\w./\-]*\w|\w"
-# Fields a query searches. Tags (often file paths) and extras (alternatives, examples)
-# stay indexed but are not queried: on the known-item questions querying them cost
-# recall@10 (0.537 with, 0.621 without), since paths like builtin/fetch.c match
-# common words in hundreds of records.
+# Fields a phrase must appear in (the same two the BM25 channel ranks).
 QUERY_FIELDS = ("title", "body")
-COMMON_TERM_SHARE = 0.25
-MAX_QUERY_TERMS = 10
-_QUERY_SPECIALS = re.compile(r"[\"'()\[\]{}^~*?:\\/+!&|<>=-]")
 
 
 def analyzer() -> Any:
@@ -112,40 +104,37 @@ def query_terms(text: str) -> list[str]:
 
 
 class LexicalSearcher:
-    """An open searcher, reusable across queries (the warm helper keeps one)."""
+    """An open Whoosh searcher for what needs positions: quoted phrases.
+
+    Ranking itself uses the BM25F impact index (``lore.index.bm25``), which
+    scores a query in well under a millisecond where Whoosh's Python scoring
+    loop took ~170 ms at 10k records.
+    """
 
     def __init__(self, directory: Path) -> None:
-        from whoosh import index, scoring
+        from whoosh import index
 
         self._ix = index.open_dir(str(directory))
-        self._searcher = self._ix.searcher(weighting=scoring.BM25F(B=BM25_B, K1=BM25_K1))
+        self._searcher = self._ix.searcher()
         self.doc_count = self._searcher.doc_count()
 
-    def search(self, text: str, limit: int) -> list[tuple[str, float]]:
-        """OR-grouped BM25F over every field: any matching term counts, more terms count more."""
+    def matching(self, phrases: Sequence[str]) -> set[str] | None:
+        """Ids of the records whose title or body contains every phrase; None if no phrase has a word.
+
+        Words are matched as analysed (stemmed, stopwords skipped), in order and adjacent.
+        """
         from whoosh import query as q
 
-        terms = self._selective_terms(list(dict.fromkeys(query_terms(_QUERY_SPECIALS.sub(" ", text)))))
-        if not terms:
-            return []
-        clauses = [q.Term(field, term) for term in terms for field in QUERY_FIELDS]
-        results = self._searcher.search(q.Or(clauses), limit=limit)
-        return [(hit["id"], float(hit.score)) for hit in results]
-
-    def _selective_terms(self, terms: list[str]) -> list[str]:
-        """Drop terms in more than a quarter of the records (when rarer ones exist), keep the 10 rarest.
-
-        Such terms barely move BM25 (their idf is near zero) but make Whoosh score,
-        in Python, every document that contains them: at 10k records they cost most
-        of a query's time.
-        """
-        if len(terms) <= 1 or not self.doc_count:
-            return terms
-        reader = self._searcher.reader()
-        frequency = {t: max(reader.doc_frequency(f, t) for f in ("title", "body")) for t in terms}
-        limit = COMMON_TERM_SHARE * self.doc_count
-        selective = [t for t in terms if frequency[t] <= limit] or terms
-        return sorted(selective, key=lambda t: frequency[t])[:MAX_QUERY_TERMS]
+        clauses = []
+        for phrase in phrases:
+            words = query_terms(phrase)
+            if not words:
+                continue
+            per_field = [q.Phrase(f, words) if len(words) > 1 else q.Term(f, words[0]) for f in QUERY_FIELDS]
+            clauses.append(q.Or(per_field))
+        if not clauses:
+            return None
+        return {hit["id"] for hit in self._searcher.search(q.And(clauses), limit=None, scored=False)}
 
     def close(self) -> None:
         self._searcher.close()

@@ -4,7 +4,8 @@ Layout of the index dir::
 
     CURRENT                 names the live generation (atomically replaced)
     gen-<id>/meta.json      the commit point: manifest, model, file names, counts
-    gen-<id>/lexical/       Whoosh index
+    gen-<id>/lexical/       Whoosh index (positions: phrase queries)
+    gen-<id>/bm25-*-N.*     BM25F impact index (the lexical channel) and its forward counts
     gen-<id>/vectors-N.npy  embeddings (row i = table row i)
     gen-<id>/table-N.json   records table columns; docs-N.jsonl holds the texts
     gen-<id>/graph-N.json   typed-edge adjacency
@@ -34,8 +35,8 @@ import orjson
 
 from lore import __version__
 from lore.errors import IndexUnavailableError, LockTimeoutError, ModelError
+from lore.index import bm25, lexical
 from lore.index import graph as graph_index
-from lore.index import lexical
 from lore.index.table import Table, doc_of, embedding_text, record_hash
 from lore.paths import Locations
 from lore.store.fileio import atomic_write
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
@@ -254,17 +255,18 @@ class IndexManager:
         directory.mkdir()
         revision = 1
 
-        # Embeddings run beside Whoosh: in a separate process for large builds (Whoosh
-        # indexing is pure Python and holds the GIL, so a thread would only interleave),
-        # in a thread for small ones (a process costs ~1 s to start).
+        # Embeddings and BM25 analysis run beside Whoosh: in a separate process for
+        # large builds (Whoosh indexing is pure Python and holds the GIL, so a thread
+        # would only interleave), in a thread for small ones (a process costs ~1 s to start).
         embedded: dict[str, Any] = {}
         texts = [embedding_text(r) for r in records]
+        field_pairs = [(f["title"], f["body"]) for f in (r.fields() for r in records)]
 
         def embed() -> None:
             t = time.perf_counter()
             try:
                 if len(texts) >= EMBED_PROCESS_THRESHOLD:
-                    embedded["result"] = _embed_in_subprocess(texts)
+                    *embedded["result"], embedded["forward"] = _side_jobs_in_subprocess(texts, field_pairs)
                 else:
                     embedded["result"] = self._embed_texts(texts, progress)
             except BaseException as exc:  # surfaced in the main thread
@@ -306,6 +308,10 @@ class IndexManager:
             raise embedded["error"]
         matrix, identity, warning = embedded["result"]
         timings["embeddings"] = embedded["seconds"]
+        t3 = time.perf_counter()
+        forward = embedded.get("forward") or bm25.build_forward(field_pairs)
+        bm25.save(directory, names, forward, bm25.derive(forward))
+        timings["bm25"] = time.perf_counter() - t3
         if matrix is not None:
             from lore.index import vectors
 
@@ -328,7 +334,8 @@ class IndexManager:
             old = Table.load(directory / files["table"], directory / files["docs"])
             old_docs = old.read_all_docs()
             old_vectors = vectors.load_file(directory / files["vectors"]) if "vectors" in files else None
-        except (OSError, ValueError, orjson.JSONDecodeError):
+            old_forward = bm25.load_forward(directory, files)
+        except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
             return None  # unreadable: the caller rebuilds
         snapshot = self.store.load()
         records = list(snapshot.records.values())
@@ -371,10 +378,13 @@ class IndexManager:
             vectors.save_as(directory / names["vectors"], new_matrix)
         else:
             names.pop("vectors")
-        upserts = []
-        for record in changed:
-            fields = record.fields()
-            upserts.append(lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"]))
+        fresh_rows = {r.id: k for k, r in enumerate(changed)}
+        changed_fields = [r.fields() for r in changed]
+        sources = [-(fresh_rows[r.id] + 1) if r.id in fresh_rows else old_rows[r.id] for r in records]
+        forward = bm25.reassemble(old_forward, sources, [(f["title"], f["body"]) for f in changed_fields])
+        bm25.save(directory, names, forward, bm25.derive(forward))
+        upserts = [lexical.LexicalDoc(r.id, f["title"], f["body"], f["extra"], f["tags"])
+                   for r, f in zip(changed, changed_fields, strict=True)]  # fmt: skip
         lexical.update(directory / "lexical", upserts, deleted)
         new_meta = self._meta(snapshot_counts(records), names, revision, identity, new_matrix is not None,
                               built=False, previous=meta)  # fmt: skip
@@ -392,6 +402,7 @@ class IndexManager:
             "docs": f"docs-{revision}.jsonl",
             "graph": f"graph-{revision}.json",
             "vectors": f"vectors-{revision}.npy",
+            **bm25.file_names(revision),
         }
 
     @staticmethod
@@ -476,25 +487,32 @@ def _null_cosine(matrix: Any) -> list[float] | None:
     return [round(v, 5) for v in stats] if stats else None
 
 
-def _embed_in_subprocess(texts: list[str]) -> tuple[Any, str | None, str | None]:
-    """Embed in ``python -m lore.index.embed_worker`` (falls back to this process on failure)."""
+def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) -> tuple[Any, str | None, str | None, bm25.Forward | None]:
+    """Embed and analyse in ``python -m lore.index.build_worker``.
+
+    Returns (vectors, model identity, warning, BM25 forward index); on a worker
+    failure embeds here and leaves the forward index to the caller (None).
+    """
     import subprocess
     import sys
     import tempfile
 
     import numpy as np
 
-    with tempfile.TemporaryDirectory(prefix="lore-embed-") as tmp:
-        source, target = Path(tmp) / "texts.jsonl", Path(tmp) / "vectors.npy"
-        source.write_bytes(b"\n".join(orjson.dumps(t) for t in texts))
-        done = subprocess.run([sys.executable, "-m", "lore.index.embed_worker", str(source), str(target)],
-                              capture_output=True, check=False)  # fmt: skip
-        if done.returncode == 0 and target.with_suffix(".json").exists():
-            info = orjson.loads(target.with_suffix(".json").read_bytes())
+    with tempfile.TemporaryDirectory(prefix="lore-build-") as tmp:
+        work = Path(tmp)
+        (work / "texts.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in texts))
+        (work / "fields.jsonl").write_bytes(b"\n".join(orjson.dumps(f) for f in fields))
+        done = subprocess.run([sys.executable, "-m", "lore.index.build_worker", str(work)], capture_output=True, check=False)
+        if done.returncode == 0 and (work / "embedding.json").exists():
+            info = orjson.loads((work / "embedding.json").read_bytes())
+            vocab = orjson.loads((work / "vocab.json").read_bytes())
+            with np.load(work / "forward.npz") as arrays:
+                forward = bm25.Forward(vocab, arrays["rowptr"], arrays["term_ids"], arrays["tf"], arrays["lengths"])
             if info.get("identity") is None:
-                return None, None, info.get("warning")
-            return np.load(target), info["identity"], info.get("warning")
-    return IndexManager._embed_texts(texts)
+                return None, None, info.get("warning"), forward
+            return np.load(work / "vectors.npy"), info["identity"], info.get("warning"), forward
+    return (*IndexManager._embed_texts(texts), None)
 
 
 def snapshot_counts(records: list[Record]) -> dict[str, int]:
@@ -512,6 +530,7 @@ class IndexReader:
         self.meta = meta
         self._table: Table | None = None
         self._lexical: lexical.LexicalSearcher | None = None
+        self._bm25: bm25.Bm25Index | None = None
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
         self._active: list[bool] | None = None
@@ -532,6 +551,12 @@ class IndexReader:
         if self._lexical is None:
             self._lexical = lexical.LexicalSearcher(self.directory / "lexical")
         return self._lexical
+
+    @property
+    def bm25(self) -> bm25.Bm25Index:
+        if self._bm25 is None:
+            self._bm25 = bm25.Bm25Index(self.directory, self.meta["files"], len(self.table))
+        return self._bm25
 
     @property
     def vectors(self) -> Any:

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lore.errors import ModelError
+from lore.index import analysis
 from lore.rank import fusion, intent, traverse
 from lore.rank.diversity import mmr
 from lore.rank.gap import GapSettings, GapVerdict, assess
-from lore.rank.query import hyde_document
+from lore.rank.query import hyde_document, quoted_phrases
 from lore.rank.stages import Candidate, QueryContext, StageSettings, rank
 
 if TYPE_CHECKING:
@@ -132,25 +133,27 @@ def run(
         return clock()
 
     t = clock()
+    import numpy as np
+
     allowed = _allowed_rows(reader, opts)
     table = reader.table
+    phrases = quoted_phrases(query)
+    if phrases:
+        # Quoted phrases need positions, which only the Whoosh index keeps.
+        matching = reader.lexical.matching(phrases)
+        if matching is not None:
+            prior = allowed if allowed is not None else [True] * len(table)
+            allowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
+    mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
     t = lap("filter", t)
 
     rankings: dict[str, list[str]] = {}
     channel_scores: dict[str, dict[str, float]] = {}
     limit = opts.retrieval_limit
 
+    query_terms = analysis.unique_terms(query)
     if "bm25" in opts.channels:
-        fetch = limit * 4 if allowed is not None else limit
-        hits = reader.lexical.search(query, fetch)
-        kept = []
-        for record_id, score in hits:
-            row = table.row(record_id)
-            if row is None or (allowed is not None and not allowed[row]):
-                continue
-            kept.append((record_id, score))
-            if len(kept) >= limit:
-                break
+        kept = [(table.ids[row], score) for row, score in reader.bm25.search(query_terms, limit, mask)]
         rankings["bm25"] = [rid for rid, _ in kept]
         channel_scores["bm25"] = dict(kept)
         t = lap("bm25", t)
@@ -163,8 +166,6 @@ def run(
     want_vectors = vector_ok and any(c in opts.channels for c in ("vector", "hyde"))
     encoded: Any = None
     if want_vectors:
-        import numpy as np
-
         from lore.index import vectors as vector_index
 
         assert encode is not None
@@ -192,7 +193,6 @@ def run(
             norm = float(np.linalg.norm(boosted))
             encoded = np.vstack([boosted / norm if norm else encoded[0], *encoded[1:]])
         t = lap("encode", t)
-        mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
         matrix = reader.vectors
         for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
             if channel not in opts.channels or vec is None or not np.any(vec):
@@ -241,14 +241,10 @@ def run(
     ranked_candidates = rank(candidates, ctx)
     t = lap("stages", t)
 
-    from lore.index.lexical import query_terms
-
     coverage = 0.0
-    if ranked_candidates:
-        terms = set(query_terms(query))
-        if terms:
-            doc = table.doc(ranked_candidates[0].row)
-            coverage = len(terms & set(query_terms(doc["title"] + " " + doc["content"]))) / len(terms)
+    if ranked_candidates and query_terms:
+        doc = table.doc(ranked_candidates[0].row)
+        coverage = len(set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))) / len(query_terms)
     gap_settings = opts.gap_settings
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
@@ -260,8 +256,6 @@ def run(
         pool = ranked_candidates[:20]
         vecs = None
         if reader.has_vectors:
-            import numpy as np
-
             vecs = np.asarray(reader.vectors[[c.row for c in pool]], dtype=np.float32)
         picked = mmr(pool, vecs, min(opts.limit, len(pool)), opts.mmr_lambda)
         if opts.limit > len(pool):

@@ -45,6 +45,14 @@ def content_words(text: str) -> list[str]:
     return words
 
 
+_QUOTED = re.compile(r'"([^"\n]{1,200})"')
+
+
+def quoted_phrases(text: str) -> list[str]:
+    """Phrases the user put in double quotes: every result must contain each of them."""
+    return [p.strip() for p in _QUOTED.findall(text) if p.strip()]
+
+
 def key_phrases(text: str, limit: int = 6) -> list[str]:
     """Runs of adjacent content words: a cheap stand-in for noun phrases."""
     phrases: list[str] = []

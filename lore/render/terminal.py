@@ -48,7 +48,7 @@ def render_search(response: SearchResponse, reader: Any, *, explain: bool = Fals
 
     from rich.text import Text
 
-    from lore.index.lexical import query_terms
+    from lore.index.analysis import terms as query_terms
     from lore.rank.query import content_words
 
     out = console()

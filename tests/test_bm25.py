@@ -1,0 +1,172 @@
+"""The BM25 channel: its analyser, its scores against a plain BM25F reference, and refreshes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lore import capture
+from lore.capture import WriteOptions
+from lore.index import analysis, bm25
+from lore.index.manager import IndexManager
+from lore.paths import Locations
+from lore.store import Store
+
+PLAIN = WriteOptions(check_duplicates=False)
+
+
+# -- analysis ----------------------------------------------------------------------
+def test_words_are_lowercased_stemmed_and_stopwords_dropped() -> None:
+    assert analysis.terms("Retrying the failed Stripe charges") == ["retri", "fail", "stripe", "charg"]
+
+
+def test_code_identifiers_keep_the_whole_and_add_their_parts() -> None:
+    assert analysis.terms("builtin/fetch.c") == ["builtin/fetch.c", "builtin", "fetch"]
+    assert analysis.terms("parseOptions HTTPServer") == ["parseoptions", "pars", "option", "httpserver", "http", "server"]
+    assert analysis.terms("snake_case_name") == ["snake_case_name", "snake", "case", "name"]
+    assert analysis.terms("v2.3.1") == ["v2.3.1"]
+
+
+def test_contractions_and_single_letters_leave_nothing_behind() -> None:
+    assert analysis.terms("don't it's a b c") == []
+    assert analysis.terms("the user's cache") == ["user", "cach"]
+
+
+def test_non_ascii_words_are_not_split_inside() -> None:
+    assert analysis.terms("naïve café") == ["naïv", "café"]
+
+
+def test_unique_terms_keep_first_occurrence_order() -> None:
+    assert analysis.unique_terms("cache the cache, then caches") == ["cach"]
+
+
+@given(st.text(max_size=60), st.text(max_size=60))
+def test_analysis_of_text_joined_by_a_space_is_the_concatenation(left: str, right: str) -> None:
+    assert analysis.terms(left + " " + right) == analysis.terms(left) + analysis.terms(right)
+
+
+@given(st.text(max_size=120))
+def test_terms_are_non_empty_lowercase_and_without_spaces(text: str) -> None:
+    for term in analysis.terms(text):
+        assert term and term == term.lower() and not any(c.isspace() for c in term)
+
+
+# -- scoring -----------------------------------------------------------------------
+def reference_scores(docs: list[tuple[str, str]], query: str) -> list[float]:
+    """BM25F written out the textbook way, one document at a time."""
+    analysed = [(analysis.terms(t), analysis.terms(b)) for t, b in docs]
+    n = len(docs)
+    avg = [sum(len(a[f]) for a in analysed) / n or 1.0 for f in (0, 1)]
+    scores = []
+    for fields in analysed:
+        total = 0.0
+        for term in analysis.unique_terms(query):
+            df = sum(1 for a in analysed if term in a[0] or term in a[1])
+            if not df:
+                continue
+            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            pseudo = sum(
+                bm25.FIELD_BOOSTS[f] * Counter(fields[f])[term] / (1 - bm25.B + bm25.B * len(fields[f]) / avg[f])
+                for f in (0, 1)
+            )
+            total += idf * pseudo * (bm25.K1 + 1) / (bm25.K1 + pseudo)
+        scores.append(total)
+    return scores
+
+
+def index_of(docs: list[tuple[str, str]], tmp_path: Path) -> bm25.Bm25Index:
+    forward = bm25.build_forward(docs)
+    names = bm25.file_names(1)
+    bm25.save(tmp_path, names, forward, bm25.derive(forward))
+    return bm25.Bm25Index(tmp_path, names, forward.rows)
+
+
+WORDS = ["cache", "caching", "retry", "backoff", "stripe", "charge", "postgres", "pool", "the", "fetch.c"]
+documents = st.lists(
+    st.tuples(st.lists(st.sampled_from(WORDS), max_size=4).map(" ".join), st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents, st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join))
+def test_scores_equal_a_textbook_bm25f(tmp_path_factory: pytest.TempPathFactory, docs: list[tuple[str, str]], query: str) -> None:
+    index = index_of(docs, tmp_path_factory.mktemp("bm25"))
+    assert np.allclose(index.scores(analysis.unique_terms(query)), reference_scores(docs, query), rtol=1e-5, atol=1e-6)
+
+
+def test_search_ranks_by_score_breaks_ties_by_row_and_honours_the_mask(tmp_path: Path) -> None:
+    docs = [("stripe retry", ""), ("postgres pool", "retry"), ("stripe retry", ""), ("nothing", "relevant")]
+    index = index_of(docs, tmp_path)
+    rows = [row for row, _ in index.search(["stripe", "retri"], 10)]
+    assert rows == [0, 2, 1]  # equal title matches tie: lower row first; no zero-score rows
+    assert [row for row, _ in index.search(["stripe", "retri"], 10, np.array([False, True, True, True]))] == [2, 1]
+    assert [row for row, _ in index.search(["stripe", "retri"], 1)] == [0]
+    assert index.search(["unknown"], 10) == [] and index.search([], 10) == []
+
+
+def test_titles_outweigh_bodies(tmp_path: Path) -> None:
+    index = index_of([("deploy notes", "pgbouncer settings"), ("pgbouncer settings", "deploy notes")], tmp_path)
+    assert [row for row, _ in index.search(["pgbouncer"], 2)] == [1, 0]
+
+
+def test_reassemble_equals_a_fresh_build(tmp_path: Path) -> None:
+    docs = [("stripe retry", "backoff with jitter"), ("postgres pool", "pgbouncer"), ("redis cache", "eviction policy")]
+    # keep row 2, replace row 0, drop row 1, append a new one
+    new_docs = [docs[2], ("stripe retry", "idempotency keys"), ("kafka lag", "consumer groups")]
+    merged = bm25.reassemble(bm25.build_forward(docs), [2, -1, -2], new_docs[1:])
+    fresh = bm25.build_forward(new_docs)
+    indexes = []
+    for name, forward in (("merged", merged), ("fresh", fresh)):
+        (tmp_path / name).mkdir()
+        bm25.save(tmp_path / name, bm25.file_names(1), forward, bm25.derive(forward))
+        indexes.append(bm25.Bm25Index(tmp_path / name, bm25.file_names(1), forward.rows))
+    for query in (["stripe"], ["cach", "evict"], ["kafka", "idempot"], ["pgbouncer"]):
+        assert np.allclose(indexes[0].scores(query), indexes[1].scores(query))
+    assert indexes[0].search(["pgbouncer"], 5) == []
+
+
+# -- through the index manager -----------------------------------------------------
+def test_incremental_refresh_scores_like_a_full_rebuild(data_dir: Path, tmp_path: Path) -> None:
+    store = Store(data_dir, actor="test")
+    store.init()
+    ids = [capture.remember(store, f"Decision {i} on {t}", project="p", rationale=f"because of {t} incidents", options=PLAIN).record.id
+           for i, t in enumerate(["stripe retries", "postgres pooling", "redis eviction", "kafka lag", "oauth refresh"])]  # fmt: skip
+    incremental = IndexManager(Locations(data_dir, tmp_path / "a"))
+    incremental.build()
+    capture.remember(store, "Adopt pgbouncer for postgres pooling", project="p", options=PLAIN)
+    capture.retract(store, ids[0], "obsolete")
+    assert incremental.build().mode == "incremental"
+    rebuilt = IndexManager(Locations(data_dir, tmp_path / "b"))
+    rebuilt.build()
+    a, _ = incremental.open(policy="ignore")
+    b, _ = rebuilt.open(policy="ignore")
+    assert a.table.ids == b.table.ids
+    for query in ("postgres pooling", "stripe", "pgbouncer adopt", "redis kafka oauth"):
+        terms = analysis.unique_terms(query)
+        assert np.allclose(a.bm25.scores(terms), b.bm25.scores(terms))
+
+
+def test_quoted_phrases_must_appear_in_order(data_dir: Path, cli) -> None:
+    import orjson
+
+    store = Store(data_dir, actor="test")
+    store.init()
+    adjacent = capture.remember(store, "Retry webhooks with exponential backoff", project="p", options=PLAIN).record
+    capture.remember(store, "Backoff is exponential for queue consumers", project="p", options=PLAIN)
+    capture.remember(store, "Exponential growth of the backoff table", project="p", options=PLAIN)
+
+    def found(query: str) -> list[str]:
+        return [r["id"] for r in orjson.loads(cli("search", query, "--json").stdout)["results"]]
+
+    assert len(found("exponential backoff")) == 3
+    assert found('"exponential backoff"') == [adjacent.id]
+    assert found('retry "exponential backoff" "webhooks"') == [adjacent.id]
+    assert found('"backoff retry"') == []  # both words, never adjacent in this order
