@@ -180,34 +180,33 @@ def test_mmr_returns_unique_subset(k: int, lam: float, seed: int) -> None:
 # -- evidence gap on fixed distributions ---------------------------------------------------------
 
 
-def _dist(top: float, rest: list[float], cosine: float, ranks: dict[str, int]) -> list[Candidate]:
-    head = _cand(0, relevance=top, channel_scores={"vector": cosine}, ranks=ranks)
-    return [head] + [_cand(i + 1, relevance=r, channel_scores={"vector": cosine - 0.1}) for i, r in enumerate(rest)]
+def _dist(top: float, rest: list[float], ranks: dict[str, int]) -> list[Candidate]:
+    return [_cand(0, relevance=top, ranks=ranks)] + [_cand(i + 1, relevance=r) for i, r in enumerate(rest)]
 
 
 def test_gap_when_best_similarity_is_below_the_floor() -> None:
-    flat = _dist(0.40, [0.39, 0.38, 0.38, 0.37, 0.36], cosine=0.60, ranks={"vector": 1})
-    verdict = assess(flat, term_coverage=0.2)
+    flat = _dist(0.40, [0.39, 0.38, 0.38, 0.37, 0.36], ranks={"vector": 1})
+    verdict = assess(flat, 0.2, 0.60)
     assert verdict.gap is True and verdict.reason == "best similarity below the floor"
-    assert assess([], 0.0).gap is True
+    assert assess([], 0.0, 0.9).gap is True
 
 
 def test_no_gap_above_the_floor() -> None:
-    strong = _dist(0.9, [0.3, 0.2, 0.2], cosine=0.70, ranks={"vector": 1, "bm25": 1})
-    assert assess(strong, 0.3).gap is False
+    strong = _dist(0.9, [0.3, 0.2, 0.2], ranks={"vector": 1, "bm25": 1})
+    assert assess(strong, 0.3, 0.70).gap is False
 
 
 def test_agreeing_standout_lexical_match_rescues_a_low_cosine() -> None:
-    standout = _dist(1.0, [0.2] * 12, cosine=0.6, ranks={"vector": 1, "bm25": 1})
-    verdict = assess(standout, 0.8)
+    standout = _dist(1.0, [0.2] * 12, ranks={"vector": 1, "bm25": 1})
+    verdict = assess(standout, 0.8, 0.6)
     assert verdict.gap is False and verdict.channels_agreeing == 2 and verdict.z_score >= 3.0
-    assert assess(standout, 0.2).gap is True  # not enough of the query matched
+    assert assess(standout, 0.2, 0.6).gap is True  # not enough of the query matched
 
 
 def test_lexical_only_verdict() -> None:
     lexical = [_cand(0, relevance=1.0, ranks={"bm25": 1})] + [_cand(i, relevance=0.2) for i in range(1, 12)]
-    assert assess(lexical, 0.8).gap is False
-    assert assess(lexical, 0.2).gap is True
+    assert assess(lexical, 0.8, None).gap is False
+    assert assess(lexical, 0.2, None).gap is True
 
 
 # -- query handling ------------------------------------------------------------------------------

@@ -96,8 +96,15 @@ class GapVerdict:
         }  # fmt: skip
 
 
-def assess(candidates: Sequence[Candidate], term_coverage: float, settings: GapSettings | None = None) -> GapVerdict:
-    """Decide whether the ranked candidates carry real evidence for the query."""
+def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: float | None,
+           settings: GapSettings | None = None) -> GapVerdict:  # fmt: skip
+    """Decide whether the ranked candidates carry real evidence for the query.
+
+    ``query_cosine`` is the best cosine between the query's own embedding and any
+    allowed record (None without embeddings). It is measured apart from the vector
+    channel, whose query is pulled toward the top BM25 hits (pseudo-relevance
+    feedback) and so comes close to *something* even for off-topic questions.
+    """
     s = settings or GapSettings()
     if not candidates:
         return GapVerdict(True, 0.0, 0.0, 0.0, 0.0, 0, "no candidates")
@@ -105,17 +112,16 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, settings: GapS
     values = [c.relevance for c in candidates]
     spread = statistics.pstdev(values) if len(values) > 1 else 0.0
     z = (top.relevance - statistics.fmean(values)) / spread if spread > 0 else 0.0
-    cosines = [c.channel_scores["vector"] for c in candidates if "vector" in c.channel_scores]
     agreeing = sum(1 for ch in ("bm25", "vector") if top.ranks.get(ch, 99) <= 2)
 
     def verdict(gap: bool, cosine: float, reason: str) -> GapVerdict:
         return GapVerdict(gap, z, top.relevance, cosine, term_coverage, agreeing, reason)
 
-    if not cosines:  # lexical-only: no semantic floor to apply
+    if query_cosine is None:  # lexical-only: no semantic floor to apply
         if term_coverage >= s.lexical_min_coverage and z >= s.lexical_min_z:
             return verdict(False, 0.0, "lexical match stands out")
         return verdict(True, 0.0, "no embeddings and no standout lexical match")
-    cosine = max(cosines)
+    cosine = query_cosine
     if cosine >= s.floor:
         return verdict(False, cosine, "semantic similarity above the floor")
     if agreeing >= 2 and z >= s.rescue_z and term_coverage >= s.rescue_coverage:

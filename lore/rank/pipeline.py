@@ -57,7 +57,11 @@ class SearchOptions:
     # Pseudo-relevance feedback: the HyDE-lite document also carries the titles of the
     # top BM25 hits, so the expansion is grounded in what is actually stored.
     hyde_feedback: int = 3
-    vector_feedback: float = 0.0  # weight of the top BM25 hits' mean vector added to the query vector
+    # Vector pseudo-relevance feedback: the mean vector of the top BM25 hits, at this
+    # weight, is added to the query's before the vector channel ranks. It lifts the
+    # static model's vector-only nDCG@10 on SciFact train from 0.417 to 0.546 and
+    # the fused hybrid on both benchmarks (docs/search.md).
+    vector_feedback: float = 1.0
 
     @property
     def filtered(self) -> bool:
@@ -159,6 +163,7 @@ def run(
         t = lap("bm25", t)
 
     query_vector = None
+    query_cosine = None
     vector_ok = encode is not None and reader.has_vectors
     if opts.deadline is not None and time.monotonic() > opts.deadline:
         vector_ok = False
@@ -194,6 +199,9 @@ def run(
             encoded = np.vstack([boosted / norm if norm else encoded[0], *encoded[1:]])
         t = lap("encode", t)
         matrix = reader.vectors
+        if np.any(query_vector):
+            closest = vector_index.top_k(matrix, query_vector, 1, mask)
+            query_cosine = closest[0][1] if closest else None
         for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
             if channel not in opts.channels or vec is None or not np.any(vec):
                 continue
@@ -249,7 +257,7 @@ def run(
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
         gap_settings = replace(gap_settings, null_mean=float(null[0]), null_std=float(null[1]))
-    verdict = assess(ranked_candidates, coverage, gap_settings)
+    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings)
     t = lap("gap", t)
 
     if opts.diversity and len(ranked_candidates) > 1:
