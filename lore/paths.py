@@ -46,6 +46,17 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
 
 
+def require_data_dir(data_dir: Path) -> None:
+    """Raise the standard error when the data dir is missing (cheap: no store import)."""
+    if not data_dir.is_dir():
+        from lore.errors import NotFoundError
+
+        raise NotFoundError(
+            f"data directory {data_dir} does not exist",
+            hint="create it with `lore init`, or point --data-dir / LORE_DATA_DIR at an existing one",
+        )
+
+
 def resolve_data_dir(option: str | Path | None = None) -> Path:
     """``--data-dir``, else ``LORE_DATA_DIR``, else the platform data dir."""
     raw = option or os.environ.get("LORE_DATA_DIR")

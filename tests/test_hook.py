@@ -170,7 +170,7 @@ def test_in_process_path_avoids_the_cli_stack_and_model2vec(indexed: Path) -> No
     out = subprocess.run([sys.executable, "-c", code, PROMPT], capture_output=True, text=True, check=True,
                          env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"}).stdout  # fmt: skip
     heavy = out.strip().splitlines()[-1]
-    for name in ("model2vec", "typer", "rich", "yaml", "networkx", "click", "lore.store.store"):
+    for name in ("model2vec", "typer", "rich", "yaml", "networkx", "click", "lore.store.store", "whoosh"):
         assert f"'{name}'" not in heavy
 
 

@@ -222,3 +222,29 @@ def test_index_status_cli(data_dir: Path, cli) -> None:
     status = orjson.loads(cli("index", "status", "--json").stdout)
     assert status["records"] == 3 and status["embeddings"] is True and status["stale"] is False
     assert status["model"].startswith("bundled@")
+
+
+SEARCH_IMPORTS = """
+import sys
+from lore.__main__ import main
+try:
+    main(["search", "kafka consumer lag", "--json"])
+except SystemExit:
+    pass
+heavy = sorted(m for m in ("whoosh", "yaml", "pydantic", "model2vec", "networkx", "lore.capture",
+                           "lore.curate.lessons", "lore.store.store")
+               # a module bound by lore.cli.app.lazy_module stays a _LazyModule until first used
+               if m in sys.modules and type(sys.modules[m]).__name__ != "_LazyModule")
+print("HEAVY", heavy)
+"""
+
+
+def test_search_on_a_fresh_index_skips_whoosh_the_store_and_the_write_path(data_dir: Path) -> None:
+    # Each of these cost 10-130 ms of every `lore search`: whoosh is only opened for quoted
+    # phrases, the store only when the index must be refreshed, typer must not pull pydantic.
+    seed(data_dir, 10)
+    manager(data_dir).build()
+    env = {**os.environ, "LORE_DATA_DIR": str(data_dir)}
+    out = subprocess.run([sys.executable, "-c", SEARCH_IMPORTS], capture_output=True, text=True, check=True, env=env)
+    assert '"results"' in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "HEAVY []"

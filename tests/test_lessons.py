@@ -427,3 +427,10 @@ def test_parse_yamo_is_whitespace_tolerant_and_rejects_garbage() -> None:
     for bad in ("agent lore;", "agent: a;agent: b;", "context: =x;", "output: fix=a\\q;", "priority: high\\"):
         with pytest.raises(DataError):
             parse_yamo(bad)
+
+
+def test_cli_default_min_confidence_is_the_core_one() -> None:
+    from lore.cli.cmd_lessons import LIST_MIN_CONFIDENCE
+    from lore.curate.lessons import LIST_MIN_CONFIDENCE as CORE
+
+    assert LIST_MIN_CONFIDENCE == CORE

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import typer
@@ -18,6 +19,27 @@ from typer.core import TyperGroup
 from lore import __version__
 from lore.errors import LoreError
 from lore.paths import Locations
+
+
+def lazy_module(name: str) -> ModuleType:
+    """``name``, loaded on first attribute access (the stdlib LazyLoader recipe).
+
+    Every command module is imported to register its commands, so their core
+    modules (capture, lessons, ...) are bound lazily: ``lore search`` should not
+    pay for the YAML store and the duplicate detector it never calls.
+    """
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.loader is not None, name
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
 
 
 @dataclass

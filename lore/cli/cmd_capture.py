@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
 
-from lore import capture
-from lore.capture import WriteOptions, WriteResult
-from lore.cli.app import app, state
+from lore.cli.app import app, lazy_module, state
 from lore.render.records import KIND_LABEL, record_json
+
+if TYPE_CHECKING:
+    from lore import capture
+    from lore.capture import WriteOptions, WriteResult
+else:
+    capture = lazy_module("lore.capture")
 
 
 def _emit(result: WriteResult, as_json: bool, verb: str) -> None:
@@ -36,7 +40,7 @@ def _options(no_redact: bool, force: bool = False, merge: bool = False) -> Write
         from lore.errors import UsageError
 
         raise UsageError("--force and --merge exclude each other")
-    return WriteOptions(redact=not no_redact, force=force, merge=merge)
+    return capture.WriteOptions(redact=not no_redact, force=force, merge=merge)
 
 
 NO_REDACT = typer.Option(False, "--no-redact", help="Store the text exactly as given, secrets included.")
@@ -146,7 +150,7 @@ def handoff(
     st = state(ctx)
     result = capture.handoff(
         st.store(), text, project=st.current_project(), next_steps=next_step, blockers=blocker,
-        questions=question, related_ids=related, options=WriteOptions(redact=not no_redact, check_duplicates=False),
+        questions=question, related_ids=related, options=capture.WriteOptions(redact=not no_redact, check_duplicates=False),
     )  # fmt: skip
     _emit(result, as_json, "Handed off")
 
@@ -163,7 +167,7 @@ def fail(
     """Record a failure."""
     st = state(ctx)
     result = capture.fail(st.store(), error_type, message, project=st.current_project(), tool=tool,
-                          options=WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
+                          options=capture.WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
     _emit(result, as_json, "Recorded")
 
 
@@ -178,7 +182,7 @@ def observe(
     """Record an observation (scratch notes; they decay faster in search)."""
     st = state(ctx)
     result = capture.observe(st.store(), text, project=st.current_project(), tags=tag,
-                             options=WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
+                             options=capture.WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
     _emit(result, as_json, "Observed")
 
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import orjson
 import typer
 
-from lore import capture
-from lore.cli.app import app, state
+from lore.cli.app import app, lazy_module, state
 from lore.errors import UsageError
 from lore.render.records import KIND_LABEL
+
+if TYPE_CHECKING:
+    from lore import capture
+else:
+    capture = lazy_module("lore.capture")
 
 audit_app = typer.Typer(help="Inspect and verify the hash-chained audit log.", no_args_is_help=True)
 app.add_typer(audit_app, name="audit")

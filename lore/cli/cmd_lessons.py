@@ -8,17 +8,25 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
-from lore.capture import WriteOptions
-from lore.cli.app import app, state
-from lore.curate import lessons as lessons_core
-from lore.curate import migrate as migration
+from lore.cli.app import app, lazy_module, state
 from lore.errors import UsageError
 from lore.render.records import KIND_LABEL, date_of, record_json
 from lore.render.text import one_line
 
 if TYPE_CHECKING:
     # consolidate pulls in numpy through dedup: imported where used, not at CLI start.
+    from lore import capture
     from lore.curate import consolidate as consolidation
+    from lore.curate import lessons as lessons_core
+    from lore.curate import migrate as migration
+else:
+    capture = lazy_module("lore.capture")
+    lessons_core = lazy_module("lore.curate.lessons")
+    migration = lazy_module("lore.curate.migrate")
+
+# The core's lessons.LIST_MIN_CONFIDENCE (a test keeps them equal): a default shown in
+# --help must exist when the command registers, before the core is loaded.
+LIST_MIN_CONFIDENCE = 0.7
 
 lesson_app = typer.Typer(
     help="Record a lesson (with options), or show one (`lore lesson show ID`).",
@@ -96,7 +104,7 @@ def lesson(
     result = lessons_core.record_lesson(
         store, situation=str(situation), error_pattern=str(error_pattern), oversight=str(oversight), fix=str(fix),
         rule=str(rule), severity=str(severity), scope=str(scope), inverse=inverse, confidence=confidence,
-        tags=tag, project=st.current_project(), options=WriteOptions(redact=not no_redact, force=force, merge=merge),
+        tags=tag, project=st.current_project(), options=capture.WriteOptions(redact=not no_redact, force=force, merge=merge),
     )  # fmt: skip
     record = result.record
     _notices(result.notices, record.id, [] if result.existing else result.redactions)
@@ -158,7 +166,7 @@ def lessons_cmd(
         None, help="Only lessons sharing words with this, most relevant first."
     ),
     min_confidence: float = typer.Option(
-        lessons_core.LIST_MIN_CONFIDENCE,
+        LIST_MIN_CONFIDENCE,
         "--min-confidence",
         min=0.0,
         max=1.0,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
@@ -11,8 +11,11 @@ import typer
 from lore.cli.app import app, state
 from lore.errors import NotFoundError
 from lore.render.records import KIND_LABEL, handoff_text, list_line, record_json, show_text
+from lore.store.layout import GRAPH
 from lore.store.records import RELATIONS, normalise_kind
-from lore.store.store import GRAPH, Snapshot
+
+if TYPE_CHECKING:
+    from lore.store.store import Snapshot
 from lore.timeparse import parse_when
 
 

@@ -10,6 +10,7 @@ import typer
 
 from lore.cli.app import app, state
 from lore.errors import UsageError
+from lore.paths import require_data_dir
 
 
 def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, project: str | None, tags: list[str] | None,
@@ -82,7 +83,7 @@ def search(
     from lore.search import search as run_search
 
     st = state(ctx)
-    st.store().require()
+    require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,
                             include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
                             no_diversity=no_diversity, disable=disable, weights=weights)  # fmt: skip
@@ -123,7 +124,7 @@ def context(
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint="formats: " + ", ".join(FORMATS))
     st = state(ctx)
-    st.store().require()
+    require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             no_diversity=False, disable=None, weights=None)  # fmt: skip

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from lore.errors import DataError, NotFoundError, UnsafeRewriteError, UsageError
+from lore.paths import require_data_dir
 from lore.store import audit
 from lore.store.fileio import append_line, atomic_write, data_lock
 from lore.store.layout import (
@@ -107,11 +108,7 @@ class Store:
         return self.data_dir.is_dir()
 
     def require(self) -> None:
-        if not self.data_dir.is_dir():
-            raise NotFoundError(
-                f"data directory {self.data_dir} does not exist",
-                hint="create it with `lore init`, or point --data-dir / LORE_DATA_DIR at an existing one",
-            )
+        require_data_dir(self.data_dir)
 
     def source_files(self) -> list[Path]:
         return source_files(self.data_dir)
