@@ -96,20 +96,20 @@ def reassemble(old: Forward, sources: Sequence[int], fresh: Sequence[tuple[str, 
     import numpy as np
 
     added = forward_from_terms(analyse_fields(fresh), old.vocab)
-    pieces_ids, pieces_tf, lengths, rowptr = [], [], [], [0]
-    for source in sources:
-        part, row = (old, source) if source >= 0 else (added, -source - 1)
-        start, stop = int(part.rowptr[row]), int(part.rowptr[row + 1])
-        pieces_ids.append(part.term_ids[start:stop])
-        pieces_tf.append(part.tf[start:stop])
-        lengths.append(part.lengths[row])
-        rowptr.append(rowptr[-1] + stop - start)
+    # Pool the old and the fresh rows, then gather every new row's slice in one go.
+    rowptr_pool = np.concatenate([old.rowptr, added.rowptr[1:] + old.rowptr[-1]])
+    picks = np.asarray([s if s >= 0 else old.rows - s - 1 for s in sources], dtype=np.int64)
+    starts = rowptr_pool[picks]
+    counts = rowptr_pool[picks + 1] - starts
+    rowptr = np.zeros(len(picks) + 1, dtype=np.int64)
+    np.cumsum(counts, out=rowptr[1:])
+    entries = np.arange(int(rowptr[-1]), dtype=np.int64) - np.repeat(rowptr[:-1] - starts, counts)
     return Forward(
         added.vocab,
-        np.asarray(rowptr, dtype=np.int64),
-        np.concatenate(pieces_ids).astype(np.int32) if pieces_ids else np.zeros(0, dtype=np.int32),
-        np.concatenate(pieces_tf).astype(np.int32) if pieces_tf else np.zeros((0, 2), dtype=np.int32),
-        np.asarray(lengths, dtype=np.float32).reshape(-1, 2),
+        rowptr,
+        np.concatenate([old.term_ids, added.term_ids])[entries].astype(np.int32),
+        np.concatenate([old.tf, added.tf])[entries].astype(np.int32).reshape(-1, 2),
+        np.concatenate([old.lengths, added.lengths])[picks].astype(np.float32).reshape(-1, 2),
     )
 
 

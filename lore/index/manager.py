@@ -260,7 +260,8 @@ class IndexManager:
         # would only interleave), in a thread for small ones (a process costs ~1 s to start).
         embedded: dict[str, Any] = {}
         texts = [embedding_text(r) for r in records]
-        field_pairs = [(f["title"], f["body"]) for f in (r.fields() for r in records)]
+        record_fields = [r.fields() for r in records]
+        field_pairs = [(f["title"], f["body"]) for f in record_fields]
 
         def embed() -> None:
             t = time.perf_counter()
@@ -280,8 +281,7 @@ class IndexManager:
         total = len(records)
 
         def lexical_docs() -> Any:
-            for number, record in enumerate(records, start=1):
-                fields = record.fields()
+            for number, (record, fields) in enumerate(zip(records, record_fields, strict=True), start=1):
                 if number % 2000 == 0:
                     progress("lexical", number, total)
                 yield lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"])
@@ -369,8 +369,12 @@ class IndexManager:
         docs = []
         changed_ids = {r.id for r in changed}
         for record, h in zip(records, hashes, strict=True):
-            table.append(record, h)
-            docs.append(doc_of(record) if record.id in changed_ids else old_docs[old_rows[record.id]])
+            if record.id in changed_ids:
+                table.append(record, h)
+                docs.append(doc_of(record))
+            else:  # unchanged: its columns are copied, not re-derived from the record
+                table.append_row_of(old, old_rows[record.id])
+                docs.append(old_docs[old_rows[record.id]])
         table.save(directory / names["table"], directory / names["docs"], docs)
         graph = graph_index.build(snapshot.records, self._explicit_edges(snapshot))
         graph_index.save_as(directory / names["graph"], graph)
@@ -503,7 +507,12 @@ def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) ->
         work = Path(tmp)
         (work / "texts.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in texts))
         (work / "fields.jsonl").write_bytes(b"\n".join(orjson.dumps(f) for f in fields))
-        done = subprocess.run([sys.executable, "-m", "lore.index.build_worker", str(work)], capture_output=True, check=False)
+        # One core for the worker, one for Whoosh: left alone, the tokenizer's thread pool
+        # (and BLAS) would take both and slow the Whoosh writer it runs beside.
+        single = dict.fromkeys(("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+        env = {**os.environ, **single, "TOKENIZERS_PARALLELISM": "false"}
+        done = subprocess.run([sys.executable, "-m", "lore.index.build_worker", str(work)], capture_output=True,
+                              check=False, env=env)  # fmt: skip
         if done.returncode == 0 and (work / "embedding.json").exists():
             info = orjson.loads((work / "embedding.json").read_bytes())
             vocab = orjson.loads((work / "vocab.json").read_bytes())

@@ -77,6 +77,19 @@ class Table:
         self.tags.append(record.tags)
         self.hashes.append(record_hash_value)
 
+    def append_row_of(self, other: Table, row: int) -> None:
+        """Copy row ``row`` of ``other`` (an unchanged record on an incremental refresh)."""
+        self.ids.append(other.ids[row])
+        self.kinds.append(other.kinds[row])
+        self.projects.append(other.projects[row])
+        self.statuses.append(other.statuses[row])
+        self.times.append(other.times[row])
+        self.confidence.append(other.confidence[row])
+        self.importance.append(other.importance[row])
+        self.pinned.append(other.pinned[row])
+        self.tags.append(other.tags[row])
+        self.hashes.append(other.hashes[row])
+
     def doc(self, row: int) -> dict[str, Any]:
         """Title, content and summary of one row, read by offset from the docs file."""
         cached = self._docs_cache.get(row)
