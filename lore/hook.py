@@ -148,7 +148,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
         raise FileNotFoundError(f"no usable index in {locations.index_dir}; run `lore index`")
     result: dict[str, Any] = {}
     total = deadline - started
-    soft = started + total * 0.7  # past this, skip the vector channels: lexical-only
+    soft = deadline - vector_cost_estimate(found[1])  # past this, skip the vector channels: lexical-only
 
     def work() -> None:
         try:
@@ -168,6 +168,24 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     if "error" in result:
         raise result["error"]
     return str(result.get("text") or "")
+
+
+# A cold process loads the query encoder (tokenizer and 15 MB of weights: 60-100 ms
+# here), scores every record twice and still has to fuse, rank and render.
+ENCODER_LOAD_S = 0.10
+VECTOR_SECONDS_PER_RECORD = 0.5e-6
+FINISH_S = 0.04
+
+
+def vector_cost_estimate(meta: dict[str, Any]) -> float:
+    """Seconds the vector channels and the rest of a cold search still need once BM25 is done.
+
+    The hook starts them only if they fit before its hard deadline; otherwise it
+    answers from BM25 alone rather than running out of time and injecting nothing.
+    """
+    counts = meta.get("counts")
+    records = sum(v for v in counts.values() if isinstance(v, int)) if isinstance(counts, dict) else 0
+    return ENCODER_LOAD_S + records * VECTOR_SECONDS_PER_RECORD + FINISH_S
 
 
 def _gap_line() -> bool:

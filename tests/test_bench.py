@@ -78,8 +78,9 @@ def test_scifact_and_known_item_tiny(isolated: Path) -> None:
 
     known = quality.known_item(SHARED, isolated / "work", commits=150, max_questions=3)
     assert known["commits"] == 150 and known["unanswerable"] == 3
-    assert set(known["systems"]) == {"bm25", "vector", "hybrid", "pipeline", "grep"}
+    assert set(known["systems"]) == {"bm25", "vector", "hybrid", "pipeline", "pipeline_lexical", "grep"}
     assert 0.0 <= known["systems"]["pipeline"]["gap_unanswerable_flagged"] <= 1.0
+    assert 0.0 <= known["systems"]["pipeline_lexical"]["gap_answerable_flagged"] <= 1.0
 
 
 def test_indexing_latency_scale_and_report(isolated: Path) -> None:

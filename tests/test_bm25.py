@@ -112,6 +112,14 @@ def test_search_ranks_by_score_breaks_ties_by_row_and_honours_the_mask(tmp_path:
     assert index.search(["unknown"], 10) == [] and index.search([], 10) == []
 
 
+def test_term_lookup_is_exact_for_prefixes_non_ascii_and_overlong_terms(tmp_path: Path) -> None:
+    index = index_of([("café naïve", ""), ("cafeteria", "x" * 200)], tmp_path)
+    assert index.document_frequency("café") == 1 and index.document_frequency("naïv") == 1
+    assert index.term_id("caf") is None and index.term_id("cafés") is None and index.term_id("z" * 500) is None
+    # a long token is cut to MAX_TERM_CHARS on both sides, so it still matches
+    assert [row for row, _ in index.search(analysis.unique_terms("x" * 200), 5)] == [1]
+
+
 def test_titles_outweigh_bodies(tmp_path: Path) -> None:
     index = index_of([("deploy notes", "pgbouncer settings"), ("pgbouncer settings", "deploy notes")], tmp_path)
     assert [row for row, _ in index.search(["pgbouncer"], 2)] == [1, 0]

@@ -233,3 +233,12 @@ def test_stop_hook_records_a_stub_only_when_enabled(indexed: Path, cli) -> None:
     subprocess.run(stop, input=payload, env=env, check=True)
     resume = cli("resume").stdout
     assert "Session s9 in acme-api (stop," in resume and f"last topic: {PROMPT}" in resume
+
+
+def test_vector_cost_estimate_grows_with_the_store() -> None:
+    from lore.hook import ENCODER_LOAD_S, vector_cost_estimate
+
+    small = vector_cost_estimate({"counts": {"decision": 100}})
+    large = vector_cost_estimate({"counts": {"decision": 40_000, "pattern": 10_000}})
+    assert ENCODER_LOAD_S < small < large
+    assert vector_cost_estimate({}) == vector_cost_estimate({"counts": "corrupt"}) < small

@@ -204,9 +204,17 @@ def test_agreeing_standout_lexical_match_rescues_a_low_cosine() -> None:
 
 
 def test_lexical_only_verdict() -> None:
-    lexical = [_cand(0, relevance=1.0, ranks={"bm25": 1})] + [_cand(i, relevance=0.2) for i in range(1, 12)]
-    assert assess(lexical, 0.8, None).gap is False
-    assert assess(lexical, 0.2, None).gap is True
+    def ranked(scores: list[float]) -> list[Candidate]:
+        return [_cand(i, relevance=1.0 / (i + 1), ranks={"bm25": i + 1}, channel_scores={"bm25": v})
+                for i, v in enumerate(scores)]  # fmt: skip
+
+    standout = ranked([12.0, 5.0, 4.8, 4.5, 4.4, 4.0, 3.9, 3.5])
+    verdict = assess(standout, 0.5, None, idf_coverage=0.6)
+    assert verdict.gap is False and verdict.lexical_z >= 2.0
+    assert assess(standout, 0.5, None, idf_coverage=0.2).gap is True  # too little of the query's information
+    flat = ranked([5.0, 5.0, 4.9, 5.0, 4.9, 5.0, 4.9, 5.0])
+    assert assess(flat, 1.0, None, idf_coverage=1.0).gap is True  # nothing stands out
+    assert assess(ranked([9.0]), 1.0, None, idf_coverage=1.0).gap is True  # too few candidates to tell
 
 
 # -- query handling ------------------------------------------------------------------------------

@@ -63,10 +63,14 @@ def known_item_table(result: dict[str, Any]) -> Table:
         table.add_column(column, justify="left" if column == "system" else "right")
     for name, figures in result["systems"].items():
         table.add_row(LABELS.get(name, name), _f(figures.get("R@5")), _f(figures.get("R@10")), _f(figures.get("RR@10")))
-    pipeline = result["systems"].get("pipeline", {})
-    if "gap_unanswerable_flagged" in pipeline:
-        table.caption = (f"evidence gap (full pipeline): {pipeline['gap_unanswerable_flagged']:.1%} of unanswerable "
-                         f"questions flagged, {pipeline['gap_answerable_flagged']:.1%} of answerable ones wrongly flagged")  # fmt: skip
+    lines = []
+    for name, label in (("pipeline", "full pipeline"), ("pipeline_lexical", "lexical only")):
+        figures = result["systems"].get(name, {})
+        if "gap_unanswerable_flagged" in figures:
+            lines.append(f"evidence gap ({label}): {figures['gap_unanswerable_flagged']:.1%} of unanswerable questions "
+                         f"flagged, {figures['gap_answerable_flagged']:.1%} of answerable ones wrongly flagged")  # fmt: skip
+    if lines:
+        table.caption = "\n".join(lines)
     return table
 
 

@@ -25,6 +25,9 @@ ENGLISH_STOPWORDS = frozenset(
     ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "should", "shouldn't", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "were", "weren't", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won't", "would", "wouldn't", "you", "your", "yours", "yourself", "yourselves"]
 )  # fmt: skip
 # Contractions are split at the apostrophe by the tokenizer; their stems must not survive either.
+# Longer tokens are cut to this many characters (at build and query time alike), which
+# bounds the width of the index's sorted term array; nobody types a 48-character word.
+MAX_TERM_CHARS = 48
 _STOP = ENGLISH_STOPWORDS | {
     "t",
     "s",
@@ -76,7 +79,7 @@ def terms(text: str) -> list[str]:
     for i, stem in zip(plain, stems, strict=True):
         kept[i] = stem
     # Whole identifiers are kept verbatim (no stemming), minus the marker.
-    return [w[1:] if w[0] == "\x00" else w for w in kept]
+    return [(w[1:] if w[0] == "\x00" else w)[:MAX_TERM_CHARS] for w in kept]
 
 
 def unique_terms(text: str) -> list[str]:

@@ -17,6 +17,7 @@ saturated once with k1. Text analysis comes from ``lore.index.analysis``.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -149,6 +150,8 @@ def derive(
 def file_names(revision: int) -> dict[str, str]:
     return {
         "bm25_vocab": f"bm25-vocab-{revision}.json",
+        "bm25_terms": f"bm25-terms-{revision}.npy",
+        "bm25_term_ids": f"bm25-termids-{revision}.npy",
         "bm25_offsets": f"bm25-offsets-{revision}.npy",
         "bm25_rows": f"bm25-rows-{revision}.npy",
         "bm25_impacts": f"bm25-impacts-{revision}.npy",
@@ -160,10 +163,17 @@ def save(directory: Path, names: dict[str, str], forward: Forward, postings: Pos
     import numpy as np
 
     (directory / names["bm25_vocab"]).write_bytes(orjson.dumps(forward.vocab))
+    # Readers look terms up in a sorted array (binary search over a memory map)
+    # instead of parsing the vocabulary: 43 ms of JSON at 50k records.
+    ordered = sorted(forward.vocab.items())
+    terms = np.array([t.encode() for t, _ in ordered] or [b""], dtype=np.bytes_)
+    term_ids = np.array([i for _, i in ordered] or [-1], dtype=np.int32)
     for key, array in (
         ("bm25_offsets", postings.offsets),
         ("bm25_rows", postings.rows),
         ("bm25_impacts", postings.impacts),
+        ("bm25_terms", terms),
+        ("bm25_term_ids", term_ids),
     ):
         with (directory / names[key]).open("wb") as handle:
             np.save(handle, np.ascontiguousarray(array))
@@ -182,19 +192,36 @@ def load_forward(directory: Path, names: dict[str, str]) -> Forward:
 
 
 class Bm25Index:
-    """Read side: the vocabulary in a dict, the postings memory-mapped."""
+    """Read side: the sorted vocabulary and the postings, all memory-mapped."""
 
     def __init__(self, directory: Path, names: dict[str, str], rows: int) -> None:
         import numpy as np
 
-        self.vocab: dict[str, int] = orjson.loads((directory / names["bm25_vocab"]).read_bytes())
+        self.terms = np.load(directory / names["bm25_terms"], mmap_mode="r")
+        self.term_ids = np.load(directory / names["bm25_term_ids"], mmap_mode="r")
         self.offsets = np.load(directory / names["bm25_offsets"], mmap_mode="r")
         self.rows = np.load(directory / names["bm25_rows"], mmap_mode="r")
         self.impacts = np.load(directory / names["bm25_impacts"], mmap_mode="r")
         self.doc_count = rows
 
+    def term_id(self, term: str) -> int | None:
+        import numpy as np
+
+        key = term.encode()
+        if len(key) > self.terms.dtype.itemsize:
+            return None
+        position = int(np.searchsorted(self.terms, np.bytes_(key)))
+        if position < len(self.terms) and self.terms[position] == key:
+            return int(self.term_ids[position])
+        return None
+
+    def idf_of(self, query_terms: Sequence[str]) -> dict[str, float]:
+        """BM25 idf of each term; a term no record contains gets the highest idf (df 0)."""
+        n = self.doc_count
+        return {t: math.log1p((n - df + 0.5) / (df + 0.5)) for t in query_terms for df in (self.document_frequency(t),)}
+
     def document_frequency(self, term: str) -> int:
-        term_id = self.vocab.get(term)
+        term_id = self.term_id(term)
         return 0 if term_id is None else int(self.offsets[term_id + 1] - self.offsets[term_id])
 
     def scores(self, query_terms: Sequence[str]) -> np.ndarray:
@@ -204,7 +231,7 @@ class Bm25Index:
         spans = [
             (int(self.offsets[i]), int(self.offsets[i + 1]))
             for t in dict.fromkeys(query_terms)
-            if (i := self.vocab.get(t)) is not None
+            if (i := self.term_id(t)) is not None
         ]
         if not spans:
             return np.zeros(self.doc_count, dtype=np.float64)

@@ -74,7 +74,12 @@ class GapSettings:
             return self.min_cosine
         return max(self.absolute_floor, self.null_mean + self.null_k * self.null_std)
     rescue_coverage: float = 0.34
-    lexical_min_coverage: float = 0.5
+    # Without embeddings (no model, or the hook past its soft deadline): the top BM25
+    # score must stand out from the other BM25 candidates and the top record must hold
+    # this share of the query's idf mass. On the known-item questions, BM25 alone:
+    # 50% of unanswerable and 13% of answerable flagged (the rule it replaced, a
+    # z-score over rank-based relevance, flagged nearly every query).
+    lexical_min_idf_coverage: float = 0.3
     lexical_min_z: float = 2.0
 
 
@@ -87,17 +92,29 @@ class GapVerdict:
     term_coverage: float
     channels_agreeing: int
     reason: str
+    idf_coverage: float = 0.0
+    lexical_z: float = 0.0
 
     def figures(self) -> dict[str, float | int | str | bool]:
         return {
             "evidence_gap": self.gap, "z_score": round(self.z_score, 3), "top_relevance": round(self.top_relevance, 4),
             "top_cosine": round(self.top_cosine, 4), "term_coverage": round(self.term_coverage, 3),
             "channels_agreeing": self.channels_agreeing, "reason": self.reason,
+            "idf_coverage": round(self.idf_coverage, 3), "lexical_z": round(self.lexical_z, 3),
         }  # fmt: skip
 
 
+def lexical_standout(candidates: Sequence[Candidate]) -> float:
+    """How far the best BM25 score stands above the other BM25 candidates (z-score)."""
+    scores = sorted((c.channel_scores["bm25"] for c in candidates if "bm25" in c.channel_scores), reverse=True)
+    if len(scores) < 3:
+        return 0.0
+    spread = statistics.pstdev(scores[1:])
+    return (scores[0] - statistics.fmean(scores[1:])) / spread if spread > 0 else 0.0
+
+
 def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: float | None,
-           settings: GapSettings | None = None) -> GapVerdict:  # fmt: skip
+           settings: GapSettings | None = None, *, idf_coverage: float = 0.0) -> GapVerdict:  # fmt: skip
     """Decide whether the ranked candidates carry real evidence for the query.
 
     ``query_cosine`` is the best cosine between the query's own embedding and any
@@ -114,11 +131,13 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: 
     z = (top.relevance - statistics.fmean(values)) / spread if spread > 0 else 0.0
     agreeing = sum(1 for ch in ("bm25", "vector") if top.ranks.get(ch, 99) <= 2)
 
+    lexical_z = lexical_standout(candidates)
+
     def verdict(gap: bool, cosine: float, reason: str) -> GapVerdict:
-        return GapVerdict(gap, z, top.relevance, cosine, term_coverage, agreeing, reason)
+        return GapVerdict(gap, z, top.relevance, cosine, term_coverage, agreeing, reason, idf_coverage, lexical_z)
 
     if query_cosine is None:  # lexical-only: no semantic floor to apply
-        if term_coverage >= s.lexical_min_coverage and z >= s.lexical_min_z:
+        if idf_coverage >= s.lexical_min_idf_coverage and lexical_z >= s.lexical_min_z:
             return verdict(False, 0.0, "lexical match stands out")
         return verdict(True, 0.0, "no embeddings and no standout lexical match")
     cosine = query_cosine

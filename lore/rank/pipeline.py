@@ -95,7 +95,7 @@ def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None
             ok = False
         if ok and opts.project_filter and table.projects[row] != opts.project_filter:
             ok = False
-        if ok and tags and not tags <= {t.lower() for t in table.tags[row]}:
+        if ok and tags and not tags <= {t.lower() for t in table.tags_of(row)}:
             ok = False
         moment = table.times[row]
         if ok and opts.since is not None and (moment is None or moment < opts.since):
@@ -112,7 +112,7 @@ def candidate_at(reader: IndexReader, row: int) -> Candidate:
     return Candidate(
         id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
         time=t.times[row], confidence=t.confidence[row], importance=t.importance[row], pinned=t.pinned[row],
-        tags=tuple(t.tags[row]),
+        tags=tuple(t.tags_of(row)),
     )  # fmt: skip
 
 
@@ -249,15 +249,18 @@ def run(
     ranked_candidates = rank(candidates, ctx)
     t = lap("stages", t)
 
-    coverage = 0.0
+    coverage = idf_coverage = 0.0
     if ranked_candidates and query_terms:
         doc = table.doc(ranked_candidates[0].row)
-        coverage = len(set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))) / len(query_terms)
+        covered = set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))
+        coverage = len(covered) / len(query_terms)
+        idf = reader.bm25.idf_of(query_terms)
+        idf_coverage = sum(idf[t] for t in covered) / (sum(idf.values()) or 1.0)
     gap_settings = opts.gap_settings
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
         gap_settings = replace(gap_settings, null_mean=float(null[0]), null_std=float(null[1]))
-    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings)
+    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage)
     t = lap("gap", t)
 
     if opts.diversity and len(ranked_candidates) > 1:
