@@ -182,6 +182,30 @@ def test_incremental_refresh_matches_a_full_rebuild(data_dir: Path, tmp_path: Pa
         assert np.allclose(a.bm25.scores(terms), b.bm25.scores(terms))
 
 
+def edge_set(reader: object) -> set[tuple[str, str, str]]:
+    adjacency = reader.adjacency  # type: ignore[attr-defined]
+    return {(e.source, e.target, e.relation) for edges in adjacency.out.values() for e in edges}
+
+
+def test_incremental_refresh_keeps_the_graph_file_unless_edges_change(data_dir: Path, tmp_path: Path) -> None:
+    store = Store(data_dir, actor="test")
+    store.init()
+    old = capture.remember(store, "Use Celery for background jobs", project="p", options=PLAIN).record
+    mgr = IndexManager(Locations(data_dir, tmp_path / "a"))
+    mgr.build()
+    graph_file = mgr.read_meta()[1]["files"]["graph"]  # type: ignore[index]
+    new = capture.remember(store, "Use Dramatiq for background jobs", project="p", options=PLAIN).record
+    assert mgr.build().mode == "incremental"
+    assert mgr.read_meta()[1]["files"]["graph"] == graph_file  # type: ignore[index]  # no edge touched
+    capture.supersede(store, old.id, new.id)
+    assert mgr.build().mode == "incremental"
+    reader, _ = mgr.open(policy="ignore")
+    assert (new.id, old.id, "supersedes") in edge_set(reader)
+    rebuilt = IndexManager(Locations(data_dir, tmp_path / "b"))
+    rebuilt.build()
+    assert edge_set(reader) == edge_set(rebuilt.open(policy="ignore")[0])
+
+
 def test_quoted_phrases_must_appear_in_order(data_dir: Path, cli) -> None:
     import orjson
 

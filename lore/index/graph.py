@@ -45,21 +45,36 @@ def implicit_edges(records: Iterable[Record]) -> list[GraphEdge]:
     return edges
 
 
+def valid_edges(records: dict[str, Record], explicit: Iterable[GraphEdge]) -> list[GraphEdge]:
+    """Explicit then implicit edges between existing records, first of each (source, target, relation)."""
+    seen: set[tuple[str, str, str]] = set()
+    edges = []
+    for edge in [*explicit, *implicit_edges(records.values())]:
+        key = (edge.source, edge.target, edge.relation)
+        if edge.source not in records or edge.target not in records or key in seen or edge.source == edge.target:
+            continue
+        seen.add(key)
+        edges.append(edge)
+    return edges
+
+
 def build(records: dict[str, Record], explicit: Iterable[GraphEdge]) -> Any:
     """A NetworkX MultiDiGraph over existing records (edges to missing records are dropped)."""
     import networkx as nx
 
     graph = nx.MultiDiGraph()
     graph.add_nodes_from(records)
-    seen: set[tuple[str, str, str]] = set()
-    for edge in [*explicit, *implicit_edges(records.values())]:
-        key = (edge.source, edge.target, edge.relation)
-        if edge.source not in records or edge.target not in records or key in seen or edge.source == edge.target:
-            continue
-        seen.add(key)
+    for edge in valid_edges(records, explicit):
         graph.add_edge(edge.source, edge.target, key=edge.relation, relation=edge.relation,
                        weight=edge.weight, implicit=edge.implicit)  # fmt: skip
     return graph
+
+
+def same_edges(edges: Iterable[GraphEdge], saved: Adjacency) -> bool:
+    """Whether a persisted graph already holds exactly these edges (an incremental refresh reuses it)."""
+    ours = {(e.source, e.target, e.relation, float(e.weight), bool(e.implicit)) for e in edges}
+    theirs = {(e.source, e.target, e.relation, e.weight, e.implicit) for out in saved.out.values() for e in out}
+    return ours == theirs
 
 
 def save_as(path: Path, graph: Any) -> None:

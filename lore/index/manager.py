@@ -332,7 +332,7 @@ class IndexManager:
         files = meta["files"]
         try:
             old = Table.load(directory / files["table"], directory / files["docs"])
-            old_docs = old.read_all_docs()
+            old_doc_lines = old.read_doc_lines()
             old_vectors = vectors.load_file(directory / files["vectors"]) if "vectors" in files else None
             old_forward = bm25.load_forward(directory, files)
         except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
@@ -358,15 +358,16 @@ class IndexManager:
                 return None
             import numpy as np
 
-            new_matrix = np.zeros((len(records), old_vectors.shape[1]), dtype=np.float32)
             fresh = {r.id: i for i, r in enumerate(changed)}
+            # Old rows gathered in one fancy-index read of the memory map, fresh rows filled after.
+            gather = np.asarray([old_rows.get(r.id, 0) for r in records], dtype=np.int64)
+            new_matrix = (np.asarray(old_vectors[gather], dtype=np.float32) if len(records)
+                          else np.zeros((0, old_vectors.shape[1]), dtype=np.float32))  # fmt: skip
             for row, record in enumerate(records):
                 if record.id in fresh:
                     new_matrix[row] = embedded_changed[fresh[record.id]]
-                else:
-                    new_matrix[row] = old_vectors[old_rows[record.id]]
         table = Table()
-        docs = []
+        docs: list[dict[str, Any] | bytes] = []
         changed_ids = {r.id for r in changed}
         for record, h in zip(records, hashes, strict=True):
             if record.id in changed_ids:
@@ -374,10 +375,14 @@ class IndexManager:
                 docs.append(doc_of(record))
             else:  # unchanged: its columns are copied, not re-derived from the record
                 table.append_row_of(old, old_rows[record.id])
-                docs.append(old_docs[old_rows[record.id]])
+                docs.append(old_doc_lines[old_rows[record.id]])  # copied as bytes, not re-parsed
         table.save(directory / names["table"], directory / names["docs"], docs)
-        graph = graph_index.build(snapshot.records, self._explicit_edges(snapshot))
-        graph_index.save_as(directory / names["graph"], graph)
+        explicit = self._explicit_edges(snapshot)
+        old_graph = graph_index.Adjacency.load_file(directory / files["graph"])
+        if graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
+            names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file, skip NetworkX
+        else:
+            graph_index.save_as(directory / names["graph"], graph_index.build(snapshot.records, explicit))
         if new_matrix is not None:
             vectors.save_as(directory / names["vectors"], new_matrix)
         else:

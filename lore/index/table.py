@@ -7,6 +7,7 @@ each record's text lives in a JSONL file read by offset only for shown results.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,10 +110,11 @@ class Table:
         self._docs_cache[row] = value
         return value
 
-    def save(self, table_path: Path, docs_path: Path, docs: list[dict[str, Any]]) -> None:
+    def save(self, table_path: Path, docs_path: Path, docs: Sequence[dict[str, Any] | bytes]) -> None:
+        """Write the columns and the docs file; a doc given as bytes is an already serialised line."""
         offsets, chunks, position = [], [], 0
         for doc in docs:
-            line = orjson.dumps(doc) + b"\n"
+            line = doc if isinstance(doc, bytes) else orjson.dumps(doc) + b"\n"
             offsets.append(position)
             chunks.append(line)
             position += len(line)
@@ -131,9 +133,13 @@ class Table:
             raise ValueError(f"{table_path}: columns of different lengths")
         return table
 
-    def read_all_docs(self) -> list[dict[str, Any]]:
+    def read_doc_lines(self) -> list[bytes]:
+        """Every row's serialised doc line (newline included), in row order."""
         assert self.docs_path is not None
-        return [orjson.loads(line) for line in self.docs_path.read_bytes().splitlines()]
+        lines = self.docs_path.read_bytes().splitlines(keepends=True)
+        if len(lines) != len(self.ids):
+            raise ValueError(f"{self.docs_path}: {len(lines)} docs for {len(self.ids)} rows")
+        return lines
 
 
 TAG_SEPARATOR = "\x1f"  # ASCII unit separator (replaced by a space inside a tag, should one contain it)
