@@ -222,3 +222,23 @@ def test_quoted_phrases_must_appear_in_order(data_dir: Path, cli) -> None:
     assert found('"exponential backoff"') == [adjacent.id]
     assert found('retry "exponential backoff" "webhooks"') == [adjacent.id]
     assert found('"backoff retry"') == []  # both words, never adjacent in this order
+
+
+def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
+    """Decay moves a fresh partial match above an old full match; the evidence is still the full one."""
+    from lore.bench import corpora
+    from lore.rank.pipeline import SearchOptions
+    from lore.search import SearchSession, search
+
+    raws = [corpora.decision_raw("dec-00000001", "2022-01-10T00:00:00Z", "Fix kafka consumer lag with a partition rebalance",
+                                 "Consumer lag grew until partitions were rebalanced across the group.")]  # fmt: skip
+    raws += [corpora.decision_raw(f"dec-1000000{i}", "2026-11-01T00:00:00Z", f"Kafka topic naming rule {i}",
+                                  " ".join(["Separate words with dots."] * (i + 1)))
+             for i in range(6)]  # fmt: skip
+    corpora.write_decisions(data_dir, raws)
+    options = SearchOptions(channels=("bm25", "graph"), now=corpora.epoch("2026-11-20T00:00:00Z"))
+    response, _ = search(SearchSession(Locations.resolve(data_dir)), "kafka consumer lag partition rebalance", options,
+                         log_access=False, use_llm=False)  # fmt: skip
+    assert response.hits[0].id != "dec-00000001"  # the stages put a fresh record first
+    assert response.gap.idf_coverage == pytest.approx(1.0)
+    assert response.gap.gap is False

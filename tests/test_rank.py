@@ -215,6 +215,8 @@ def test_lexical_only_verdict() -> None:
     flat = ranked([5.0, 5.0, 4.9, 5.0, 4.9, 5.0, 4.9, 5.0])
     assert assess(flat, 1.0, None, idf_coverage=1.0).gap is True  # nothing stands out
     assert assess(ranked([9.0]), 1.0, None, idf_coverage=1.0).gap is True  # too few candidates to tell
+    ties = ranked([9.0, 0.5, 0.5, 0.5])
+    assert assess(ties, 1.0, None, idf_coverage=1.0).gap is False  # the rest tie: the leader stands out
 
 
 # -- query handling ------------------------------------------------------------------------------

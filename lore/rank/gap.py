@@ -19,6 +19,7 @@ Without embeddings the verdict falls back to lexical evidence alone.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,7 +101,8 @@ class GapVerdict:
             "evidence_gap": self.gap, "z_score": round(self.z_score, 3), "top_relevance": round(self.top_relevance, 4),
             "top_cosine": round(self.top_cosine, 4), "term_coverage": round(self.term_coverage, 3),
             "channels_agreeing": self.channels_agreeing, "reason": self.reason,
-            "idf_coverage": round(self.idf_coverage, 3), "lexical_z": round(self.lexical_z, 3),
+            # lexical_z is inf when every other candidate ties, and inf is not JSON.
+            "idf_coverage": round(self.idf_coverage, 3), "lexical_z": round(min(self.lexical_z, 999.0), 3),
         }  # fmt: skip
 
 
@@ -110,7 +112,10 @@ def lexical_standout(candidates: Sequence[Candidate]) -> float:
     if len(scores) < 3:
         return 0.0
     spread = statistics.pstdev(scores[1:])
-    return (scores[0] - statistics.fmean(scores[1:])) / spread if spread > 0 else 0.0
+    lead = scores[0] - statistics.fmean(scores[1:])
+    if spread == 0:  # every other candidate ties: any lead at all stands out
+        return math.inf if lead > 0 else 0.0
+    return lead / spread
 
 
 def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: float | None,

@@ -249,13 +249,20 @@ def run(
     ranked_candidates = rank(candidates, ctx)
     t = lap("stages", t)
 
+    def covered_terms(row: int) -> set[str]:
+        doc = table.doc(row)
+        return set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))
+
     coverage = idf_coverage = 0.0
     if ranked_candidates and query_terms:
-        doc = table.doc(ranked_candidates[0].row)
-        covered = set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))
-        coverage = len(covered) / len(query_terms)
+        coverage = len(covered_terms(ranked_candidates[0].row)) / len(query_terms)
+    if rankings.get("bm25") and query_terms:
+        # The lexical evidence is about BM25's own best record, which the stages may
+        # have moved down (decay, type preference): its share of the query's idf mass.
+        bm25_top = table.row(rankings["bm25"][0])
         idf = reader.bm25.idf_of(query_terms)
-        idf_coverage = sum(idf[t] for t in covered) / (sum(idf.values()) or 1.0)
+        if bm25_top is not None:
+            idf_coverage = sum(idf[t] for t in covered_terms(bm25_top)) / (sum(idf.values()) or 1.0)
     gap_settings = opts.gap_settings
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
