@@ -3,8 +3,9 @@
 The same function analyses documents at build time and queries at search time,
 so the two always agree. It is pure Python plus PyStemmer (a C extension that
 imports in about a millisecond), which keeps whoosh and numpy off the prompt
-hook's path. Splitting a 10k-record store takes about a second here, against
-eight for Whoosh's filter chain, which is why the BM25 channel does not reuse it.
+hook's path. Analysing the titles and bodies of 10k git commits takes about
+3 s here, against 8 s for Whoosh's filter chain, which is why the BM25 channel
+does not reuse it.
 """
 
 from __future__ import annotations
@@ -55,17 +56,21 @@ def _stemmer() -> Any:
 def _words(text: str) -> list[str]:
     """Lower-cased words, with each compound identifier followed by its parts."""
     words: list[str] = []
-    for match in _TOKEN.finditer(text):
-        token = match.group()
+    append = words.append
+    for token in _TOKEN.findall(text):
+        # Fast path (most tokens): one piece with no case boundary to split at.
+        if token.isdigit() or (token.isalpha() and (token.islower() or token.isupper() or token[1:].islower())):
+            append(token.lower())
+            continue
         pieces = _SEPARATORS.split(token)
         parts = [p for piece in pieces for p in (_CAMEL.findall(piece) if piece.isascii() else [piece])]
         if len(parts) > 1:
             # The whole identifier matches exactly (``builtin/fetch.c``, ``snake_case``);
             # its parts match the words people actually type.
-            words.append("\x00" + token.lower())
+            append("\x00" + token.lower())
             words.extend(p.lower() for p in parts)
         else:
-            words.append(token.lower())
+            append(token.lower())
     return words
 
 
