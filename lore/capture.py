@@ -12,8 +12,8 @@ from typing import Any
 
 from lore.errors import UsageError
 from lore.store import Record, Store
-from lore.store.records import OUTCOMES, SEVERITIES
-from lore.store.validate import check_text
+from lore.store.records import OUTCOMES
+from lore.store.validate import check_severity, check_text
 
 
 @dataclass
@@ -203,8 +203,7 @@ def learn_anti(
     options: WriteOptions | None = None,
 ) -> WriteResult:
     options = options or WriteOptions()
-    if severity not in SEVERITIES:
-        raise UsageError(f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
+    check_severity(severity)
     scrub = Scrubber(options.redact)
     raw: dict[str, Any] = {
         "name": scrub(check_text("name", name, max_bytes=2000)),

@@ -24,7 +24,7 @@ from lore.render.records import date_of
 from lore.render.text import age, one_line
 from lore.store import Record, Store
 from lore.store.records import SEVERITIES
-from lore.store.validate import check_text
+from lore.store.validate import check_severity, check_text
 
 DEFAULT_RULE_CONFIDENCE = 0.8
 LIST_MIN_CONFIDENCE = 0.7
@@ -97,8 +97,7 @@ def record_lesson(
     from lore.capture import parse_tags, store_record
 
     options = options or WriteOptions()
-    if severity not in SEVERITIES:
-        raise UsageError(f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
+    check_severity(severity)
     rule_confidence = _rule_confidence(confidence)
     scrub = Scrubber(options.redact)
     text = {

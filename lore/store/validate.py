@@ -42,6 +42,13 @@ def check_text(name: str, value: str | None, *, required: bool = True, max_bytes
     return _CONTROL.sub("", value).strip()
 
 
+def check_severity(severity: str) -> str:
+    """A severity given on the command line or through MCP, refused unless it is a known one."""
+    if severity not in SEVERITIES:
+        raise UsageError(f"severity must be one of {', '.join(SEVERITIES)}, got {severity!r}")
+    return severity
+
+
 def _size(n: int) -> str:
     if n >= 1024 * 1024:
         return f"{n / (1024 * 1024):.1f} MB"
