@@ -173,7 +173,6 @@ def file_names(revision: int) -> dict[str, str]:
 def save(directory: Path, names: dict[str, str], forward: Forward, postings: Postings) -> None:
     import numpy as np
 
-    (directory / names["bm25_vocab"]).write_bytes(orjson.dumps(forward.vocab))
     # Readers look terms up in a sorted array (binary search over a memory map)
     # instead of parsing the vocabulary: 43 ms of JSON at 50k records.
     # numpy sorts the encoded terms (byte order is code point order for UTF-8).
@@ -191,18 +190,28 @@ def save(directory: Path, names: dict[str, str], forward: Forward, postings: Pos
     ):
         with (directory / names[key]).open("wb") as handle:
             np.save(handle, np.ascontiguousarray(array))
-    with (directory / names["bm25_forward"]).open("wb") as handle:
-        np.savez(
-            handle, rowptr=forward.rowptr, term_ids=forward.term_ids, tf=forward.tf, lengths=forward.lengths
-        )
+    write_forward(forward, directory / names["bm25_vocab"], directory / names["bm25_forward"])
+
+
+def write_forward(forward: Forward, vocab_path: Path, arrays_path: Path) -> None:
+    """The forward index as two files: the vocabulary (JSON) and the count arrays (.npz)."""
+    import numpy as np
+
+    vocab_path.write_bytes(orjson.dumps(forward.vocab))
+    with arrays_path.open("wb") as handle:
+        np.savez(handle, rowptr=forward.rowptr, term_ids=forward.term_ids, tf=forward.tf, lengths=forward.lengths)
+
+
+def read_forward(vocab_path: Path, arrays_path: Path) -> Forward:
+    import numpy as np
+
+    vocab = orjson.loads(vocab_path.read_bytes())
+    with np.load(arrays_path) as arrays:
+        return Forward(vocab, arrays["rowptr"], arrays["term_ids"], arrays["tf"], arrays["lengths"])
 
 
 def load_forward(directory: Path, names: dict[str, str]) -> Forward:
-    import numpy as np
-
-    vocab = orjson.loads((directory / names["bm25_vocab"]).read_bytes())
-    with np.load(directory / names["bm25_forward"]) as arrays:
-        return Forward(vocab, arrays["rowptr"], arrays["term_ids"], arrays["tf"], arrays["lengths"])
+    return read_forward(directory / names["bm25_vocab"], directory / names["bm25_forward"])
 
 
 class Bm25Index:

@@ -24,14 +24,7 @@ def main(argv: list[str]) -> int:
     workdir = Path(argv[0])
     fields = [tuple(orjson.loads(line)) for line in (workdir / "fields.jsonl").read_bytes().splitlines()]
     forward = bm25.build_forward(fields)
-    (workdir / "vocab.json").write_bytes(orjson.dumps(forward.vocab))
-    np.savez(
-        workdir / "forward.npz",
-        rowptr=forward.rowptr,
-        term_ids=forward.term_ids,
-        tf=forward.tf,
-        lengths=forward.lengths,
-    )
+    bm25.write_forward(forward, workdir / "vocab.json", workdir / "forward.npz")
 
     texts = [orjson.loads(line) for line in (workdir / "texts.jsonl").read_bytes().splitlines()]
     matrix, identity, warning = IndexManager._embed_texts(texts)

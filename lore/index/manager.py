@@ -520,9 +520,7 @@ def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) ->
                               check=False, env=env)  # fmt: skip
         if done.returncode == 0 and (work / "embedding.json").exists():
             info = orjson.loads((work / "embedding.json").read_bytes())
-            vocab = orjson.loads((work / "vocab.json").read_bytes())
-            with np.load(work / "forward.npz") as arrays:
-                forward = bm25.Forward(vocab, arrays["rowptr"], arrays["term_ids"], arrays["tf"], arrays["lengths"])
+            forward = bm25.read_forward(work / "vocab.json", work / "forward.npz")
             if info.get("identity") is None:
                 return None, None, info.get("warning"), forward
             return np.load(work / "vectors.npy"), info["identity"], info.get("warning"), forward

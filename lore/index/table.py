@@ -87,16 +87,9 @@ class Table:
 
     def append_row_of(self, other: Table, row: int) -> None:
         """Copy row ``row`` of ``other`` (an unchanged record on an incremental refresh)."""
-        self.ids.append(other.ids[row])
-        self.kinds.append(other.kinds[row])
-        self.projects.append(other.projects[row])
-        self.statuses.append(other.statuses[row])
-        self.times.append(other.times[row])
-        self.confidence.append(other.confidence[row])
-        self.importance.append(other.importance[row])
-        self.pinned.append(other.pinned[row])
-        self.tags.append(other.tags[row])
-        self.hashes.append(other.hashes[row])
+        for name in COLUMNS:
+            if name != "offsets":  # offsets are the docs file's, set by ``save``
+                getattr(self, name).append(getattr(other, name)[row])
 
     def doc(self, row: int) -> dict[str, Any]:
         """Title, content and summary of one row, read by offset from the docs file."""
