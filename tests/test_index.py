@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lore import capture
 from lore.capture import WriteOptions
 from lore.index import analysis
-from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, get_embedder
+from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, fold_title_case, get_embedder
 from lore.index.manager import CURRENT, IndexManager
 from lore.paths import Locations
 from lore.store import Store
@@ -197,6 +199,25 @@ def test_concurrent_builds_do_not_corrupt(data_dir: Path, tmp_path: Path) -> Non
     assert len(mgr.open()[0].table) == 200
     generations = [p for p in index_dir.iterdir() if p.name.startswith("gen-")]
     assert generations == [mgr.current_dir()]
+
+
+def test_fold_title_case_keeps_acronyms_and_identifiers() -> None:
+    assert fold_title_case("Retry failed HTTP requests in PostgreSQL") == "retry failed HTTP requests in PostgreSQL"
+    assert fold_title_case("Use getUserById, not BRCA1 or X") == "use getUserById, not BRCA1 or X"
+    assert fold_title_case("RUN MIGRATIONS BEFORE THE DEPLOY") == "run migrations before the deploy"
+    assert fold_title_case("HTTP") == "HTTP"  # one upper-case word is an acronym, not shouting
+
+
+@given(st.text(alphabet=st.sampled_from(list("aAbBzZ19 _-.é")), max_size=40))
+def test_fold_title_case_only_changes_case_and_is_idempotent(text: str) -> None:
+    folded = fold_title_case(text)
+    assert folded.lower() == text.lower()
+    assert fold_title_case(folded) == folded
+
+
+def test_the_bundled_model_matches_a_capitalised_title_to_a_lower_case_query() -> None:
+    query, title, unrelated = get_embedder().encode(["retry logic", "Retry failed webhooks", "Store money as integers"])
+    assert float(query @ title) > float(query @ unrelated) + 0.15
 
 
 def test_query_encoder_matches_model2vec_exactly() -> None:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
