@@ -337,3 +337,49 @@ def test_intent_option_favours_records_whose_chain_matches(data_dir, cli) -> Non
         out = orjson.loads(cli("search", "cache invoice totals", "--intent", intent_name, "--json").stdout)
         assert out["results"][0]["id"] == expected
         assert out["results"][0]["components"]["factors"]["intent"] == 1.25
+
+
+def test_gated_weights_follow_the_lexical_evidence() -> None:
+    assert fusion.gated_weights(0.0) == fusion.DEFAULT_WEIGHTS
+    assert fusion.gated_weights(fusion.LEXICAL_EVIDENCE_COVERAGE) == fusion.LEXICAL_EVIDENCE_WEIGHTS
+    assert fusion.gated_weights(1.0, threshold=1.01) == fusion.DEFAULT_WEIGHTS
+    lexical = fusion.LEXICAL_EVIDENCE_WEIGHTS
+    assert lexical["vector"] < fusion.DEFAULT_WEIGHTS["vector"] and lexical["bm25"] == fusion.DEFAULT_WEIGHTS["bm25"]
+
+
+def _search_store(data_dir) -> object:
+    from lore import capture
+    from lore.capture import WriteOptions
+    from lore.paths import Locations
+    from lore.search import SearchSession
+    from lore.store import Store
+
+    store = Store(data_dir, actor="test")
+    store.init()
+    for text in ("Retry failed Stripe requests with exponential backoff and full jitter",
+                 "Keep secrets in Vault and inject them at container start",
+                 "Store money as integer minor units, never floats"):  # fmt: skip
+        capture.remember(store, text, project="p", options=WriteOptions(check_duplicates=False))
+    return SearchSession(Locations(data_dir, data_dir.parent / "index"))
+
+
+def test_fusion_weights_are_gated_on_bm25_evidence_and_zero_weight_channels_are_skipped(data_dir) -> None:
+    from lore.rank.pipeline import SearchOptions
+    from lore.search import search
+
+    session = _search_store(data_dir)
+    plain = SearchOptions(adaptive=False, now=NOW)
+    lexical, _ = search(session, "stripe backoff", plain, log_access=False, use_llm=False)
+    assert lexical.gap.idf_coverage == 1.0
+    assert lexical.weights == fusion.LEXICAL_EVIDENCE_WEIGHTS
+    assert "hyde" not in lexical.channels_used and "vector" in lexical.channels_used
+
+    other_words, _ = search(session, "how are transient outages handled", plain, log_access=False, use_llm=False)
+    assert other_words.gap.idf_coverage == 0.0
+    assert other_words.weights == fusion.DEFAULT_WEIGHTS
+    assert {"vector", "hyde"} <= set(other_words.channels_used)
+    assert other_words.hits  # found by the vector channels alone
+
+    fixed = {"vector": 1.0, "hyde": 0.8, "bm25": 0.6, "graph": 0.3}
+    explicit, _ = search(session, "stripe backoff", replace(plain, weights=fixed), log_access=False, use_llm=False)
+    assert explicit.weights == fixed and "hyde" in explicit.channels_used

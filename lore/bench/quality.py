@@ -27,8 +27,11 @@ ANCHORS = {  # published SciFact nDCG@10 figures
     "BM25 + cross-encoder rerank (BEIR paper)": 0.688,
 }
 # (vector, hyde, bm25) settings for the fusion-weight sweep on the training queries; the
-# current defaults (lore.rank.fusion.DEFAULT_WEIGHTS) are always swept too, as the first row.
+# default, evidence-gated weights (lore.rank.fusion.gated_weights) are always the first row.
 SWEEP = (
+    (0.3, 0.3, 1.0),
+    (0.1, 0.0, 1.0),
+    (0.1, 0.1, 1.0),
     (1.0, 0.8, 0.6),
     (0.6, 0.8, 1.0),
     (0.15, 0.15, 1.0),
@@ -37,7 +40,6 @@ SWEEP = (
     (1.0, 0.8, 1.5),
     (1.0, 1.0, 1.0),
     (0.6, 0.5, 1.0),
-    (0.3, 0.3, 1.0),
     (1.0, 0.0, 0.6),
     (1.0, 0.0, 1.0),
 )
@@ -132,8 +134,13 @@ class Searcher:
             self.session.reader.close()
 
 
-def run_config(searcher: Searcher, queries: Mapping[str, str], options: Any) -> tuple[dict[str, list[Any]], list[float]]:
-    """qid -> hits (Candidates, best first), and per-query wall milliseconds."""
+def run_config(searcher: Searcher, queries: Mapping[str, str], options: Any,
+               idf_coverage: dict[str, float] | None = None) -> tuple[dict[str, list[Any]], list[float]]:  # fmt: skip
+    """qid -> hits (Candidates, best first), and per-query wall milliseconds.
+
+    ``idf_coverage``, when given, receives each query's share of idf mass held by
+    BM25's best record (what the evidence-gated fusion weights are chosen by).
+    """
     hits: dict[str, list[Any]] = {}
     times = []
     for qid, text in queries.items():
@@ -141,6 +148,8 @@ def run_config(searcher: Searcher, queries: Mapping[str, str], options: Any) -> 
         response = searcher.query(text, options)
         times.append((time.perf_counter() - started) * 1000)
         hits[qid] = response.hits
+        if idf_coverage is not None:
+            idf_coverage[qid] = response.gap.idf_coverage
     return hits, times
 
 
@@ -201,6 +210,7 @@ def scifact(shared: Path, work: Path, *, quick: bool, progress: Progress = _quie
         results["systems"][name] = figures
 
     if sweep:
+        from lore.rank import fusion
         from lore.rank.fusion import DEFAULT_WEIGHTS
 
         progress("SciFact: fusion-weight sweep on the training queries")
@@ -211,32 +221,45 @@ def scifact(shared: Path, work: Path, *, quick: bool, progress: Progress = _quie
             train_qrels = {q: r for q, r in train_qrels.items() if set(r) & present}
             train_queries = {q: train_queries[q] for q in list(train_qrels)[:query_count]}
             train_qrels = {q: train_qrels[q] for q in train_queries}
-        channels_only = replace(options["hybrid"], channels=("bm25", "vector", "hyde"), limit=400)
-        train_hits, _ = run_config(searcher, train_queries, channels_only)
+        # Fixed non-zero weights, so that every channel is computed for every query.
+        channels_only = replace(options["hybrid"], channels=("bm25", "vector", "hyde"), limit=400,
+                                weights={**DEFAULT_WEIGHTS, "vector": 1.0, "hyde": 1.0, "bm25": 1.0})  # fmt: skip
+        coverage: dict[str, float] = {}
+        train_hits, _ = run_config(searcher, train_queries, channels_only, coverage)
         train_rank = {q: channel_rankings(h) for q, h in train_hits.items()}
         # Recovered from a run with all three channels, as for train: the vector channel's
         # query then carries the BM25 feedback, which the vector-only run cannot have.
-        test_hits, _ = run_config(searcher, test_queries, channels_only)
+        test_hits, _ = run_config(searcher, test_queries, channels_only, coverage)
         test_rank = {q: channel_rankings(h) for q, h in test_hits.items()}
         rows = []
-        current = (DEFAULT_WEIGHTS["vector"], DEFAULT_WEIGHTS["hyde"], DEFAULT_WEIGHTS["bm25"])
-        for vector_w, hyde_w, bm25_w in [current, *(s for s in SWEEP if s != current)]:
-            weights = {**DEFAULT_WEIGHTS, "vector": vector_w, "hyde": hyde_w, "bm25": bm25_w}
+        # The first row is the default: weights gated per query on BM25's lexical evidence.
+        settings: list[tuple[float, float, float] | None] = [None, *SWEEP]
+        for setting in settings:
+
+            def weights_for(qid: str, setting: tuple[float, float, float] | None = setting) -> dict[str, float]:
+                if setting is None:
+                    return fusion.gated_weights(coverage.get(qid, 0.0))
+                vector_w, hyde_w, bm25_w = setting
+                return {**DEFAULT_WEIGHTS, "vector": vector_w, "hyde": hyde_w, "bm25": bm25_w}
 
             def scored(rankings: Mapping[str, Mapping[str, Sequence[str]]], qrels: Mapping[str, Any],
-                       weights: Mapping[str, float] = weights) -> dict[str, float]:  # fmt: skip
-                ranked = {q: [mapping[r] for r in fuse(ch, weights, 100)] for q, ch in rankings.items()}
+                       weights_for: Callable[[str], dict[str, float]] = weights_for) -> dict[str, float]:  # fmt: skip
+                ranked = {q: [mapping[r] for r in fuse(ch, weights_for(q), 100)] for q, ch in rankings.items()}
                 return evaluate(ranked, qrels, measures)
 
             train = scored(train_rank, train_qrels)
             test = scored(test_rank, qrels_test)
-            rows.append({"vector": vector_w, "hyde": hyde_w, "bm25": bm25_w,
+            label = "gated" if setting is None else None
+            vector_w, hyde_w, bm25_w = setting or (None, None, None)
+            rows.append({"vector": vector_w, "hyde": hyde_w, "bm25": bm25_w, "gated": label is not None,
                          "train_ndcg10": train["nDCG@10"], "train_r100": train["R@100"],
                          "test_ndcg10": test["nDCG@10"], "test_r100": test["R@100"]})  # fmt: skip
         best = max(rows, key=lambda r: (r["train_ndcg10"], r["train_r100"]))
         results["sweep"] = {
             "train_queries": len(train_queries), "rows": rows, "best_on_train": best,
             "default": rows[0],
+            "gate": {"coverage": fusion.LEXICAL_EVIDENCE_COVERAGE, "lexical": fusion.LEXICAL_EVIDENCE_WEIGHTS,
+                     "otherwise": DEFAULT_WEIGHTS},
             "note": "weighted RRF over the bm25, vector and hyde rankings, every stage off (as the 'hybrid' row)",
         }  # fmt: skip
     searcher.close()

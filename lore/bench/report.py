@@ -47,10 +47,22 @@ def quality_tables(result: dict[str, Any]) -> list[Table]:
         for column in ("vector", "hyde", "bm25", "train nDCG@10", "train R@100", "test nDCG@10", "test R@100", ""):
             s.add_column(column, justify="right")
         best = sweep["best_on_train"]
+        gate = sweep.get("gate")
+        if gate:
+            s.caption = (f"default: weights gated per query, the first figure when BM25's best record holds at least "
+                         f"{gate['coverage']} of the query's idf mass, the second otherwise")  # fmt: skip
         for row in sweep["rows"]:
-            mark = "best on train" if row is best or row == best else ("default" if row == sweep["default"] else "")
-            s.add_row(_f(row["vector"], 1), _f(row["hyde"], 1), _f(row["bm25"], 1), _f(row["train_ndcg10"]),
-                      _f(row["train_r100"]), _f(row["test_ndcg10"]), _f(row["test_r100"]), mark)  # fmt: skip
+            mark = "best on train" if row is best or row == best else ""
+            if row == sweep["default"]:
+                mark = f"default, {mark}" if mark else "default"
+            if row.get("gated") and gate:
+                lexical, otherwise = gate["lexical"], gate["otherwise"]
+                weights = [f"{lexical[c]:.2f}/{otherwise[c]:.2f}" if lexical[c] != otherwise[c] else f"{lexical[c]:.2f}"
+                           for c in ("vector", "hyde", "bm25")]  # fmt: skip
+            else:
+                weights = [_f(row[c], 2) for c in ("vector", "hyde", "bm25")]
+            s.add_row(*weights, _f(row["train_ndcg10"]), _f(row["train_r100"]), _f(row["test_ndcg10"]),
+                      _f(row["test_r100"]), mark)  # fmt: skip
         tables.append(s)
     return tables
 

@@ -11,6 +11,18 @@ RRF_K = 60
 # word with the query (docs/search.md, "Why these fusion weights").
 SEED_WEIGHTS: dict[str, float] = {"vector": 1.0, "hyde": 0.8, "bm25": 0.6, "graph": 0.3}
 DEFAULT_WEIGHTS: dict[str, float] = {"vector": 0.3, "hyde": 0.3, "bm25": 1.0, "graph": 0.3}
+# When BM25's best record already holds a good share of the query's idf mass, the
+# static vectors mostly reshuffle what BM25 found and cost precision at the top;
+# when it does not (the query uses other words than the records), they are what
+# finds the answer. Gating on that evidence beats any single set of weights on
+# both benchmarks' training sets (docs/search.md, "Evidence-gated weights").
+LEXICAL_EVIDENCE_WEIGHTS: dict[str, float] = {"vector": 0.1, "hyde": 0.0, "bm25": 1.0, "graph": 0.1}
+LEXICAL_EVIDENCE_COVERAGE = 0.3
+
+
+def gated_weights(idf_coverage: float, threshold: float = LEXICAL_EVIDENCE_COVERAGE) -> dict[str, float]:
+    """The default weights for a query whose best BM25 record covers ``idf_coverage`` of its idf mass."""
+    return dict(LEXICAL_EVIDENCE_WEIGHTS if idf_coverage >= threshold else DEFAULT_WEIGHTS)
 
 
 def rrf(

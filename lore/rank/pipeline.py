@@ -8,7 +8,7 @@ the index through ``IndexReader``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,8 @@ class SearchOptions:
     current_project: str | None = None
     graph_depth: int = 0
     channels: tuple[str, ...] = CHANNELS
-    weights: Mapping[str, float] | None = None
+    weights: Mapping[str, float] | None = None  # fixed weights; None means evidence-gated defaults
+    evidence_gate: float = fusion.LEXICAL_EVIDENCE_COVERAGE  # above 1: always DEFAULT_WEIGHTS
     adaptive: bool = True
     diversity: bool = True
     mmr_lambda: float = 0.7
@@ -116,6 +117,15 @@ def candidate_at(reader: IndexReader, row: int) -> Candidate:
     )  # fmt: skip
 
 
+def _covered_terms(table: Any, record_id: str, query_terms: Sequence[str]) -> set[str]:
+    """The query terms that occur in a record's title or content."""
+    row = table.row(record_id)
+    if row is None:
+        return set()
+    doc = table.doc(row)
+    return set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))
+
+
 def run(
     reader: IndexReader,
     query: str,
@@ -156,11 +166,21 @@ def run(
     limit = opts.retrieval_limit
 
     query_terms = analysis.unique_terms(query)
+    idf_coverage = 0.0
     if "bm25" in opts.channels:
         kept = [(table.ids[row], score) for row, score in reader.bm25.search(query_terms, limit, mask)]
         rankings["bm25"] = [rid for rid, _ in kept]
         channel_scores["bm25"] = dict(kept)
+        if kept and query_terms:
+            # How much of the query's idf mass BM25's own best record holds: it sets
+            # the fusion weights here and feeds the evidence gap below.
+            idf = reader.bm25.idf_of(query_terms)
+            top_terms = _covered_terms(table, kept[0][0], query_terms)
+            idf_coverage = sum(idf[term] for term in top_terms) / (sum(idf.values()) or 1.0)
         t = lap("bm25", t)
+    weights = dict(opts.weights) if opts.weights is not None else fusion.gated_weights(idf_coverage, opts.evidence_gate)
+    # A channel fused at weight zero cannot change the ranking: do not compute it.
+    active = tuple(c for c in opts.channels if weights.get(c, 0.0) > 0.0)
 
     query_vector = None
     query_cosine = None
@@ -168,7 +188,7 @@ def run(
     if opts.deadline is not None and time.monotonic() > opts.deadline:
         vector_ok = False
         warnings.append("deadline reached: lexical results only")
-    want_vectors = vector_ok and any(c in opts.channels for c in ("vector", "hyde"))
+    want_vectors = vector_ok and any(c in active for c in ("vector", "hyde"))
     encoded: Any = None
     if want_vectors:
         from lore.index import vectors as vector_index
@@ -177,7 +197,7 @@ def run(
         if callable(centroids):
             centroids = centroids()
         texts = [query]
-        if "hyde" in opts.channels:
+        if "hyde" in active:
             pseudo = opts.hyde_text or hyde_document(query)
             if opts.hyde_feedback and not opts.hyde_text:
                 rows = [table.row(rid) for rid in rankings.get("bm25", [])[: opts.hyde_feedback]]
@@ -203,7 +223,7 @@ def run(
             closest = vector_index.top_k(matrix, query_vector, 1, mask)
             query_cosine = closest[0][1] if closest else None
         for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
-            if channel not in opts.channels or vec is None or not np.any(vec):
+            if channel not in active or vec is None or not np.any(vec):
                 continue
             top = vector_index.top_k(matrix, vec, limit, mask)
             rankings[channel] = [table.ids[row] for row, _ in top]
@@ -211,12 +231,11 @@ def run(
         t = lap("vectors", t)
 
     classified = intent.classify(query_vector, centroids if isinstance(centroids, dict) else None, query) if opts.adaptive else intent.IntentResult(intent.FALLBACK, 0, 0, True)
-    weights = dict(opts.weights or fusion.DEFAULT_WEIGHTS)
     if opts.adaptive:
         for channel, factor in intent.CHANNEL_ADJUST.get(classified.intent, {}).items():
             weights[channel] = weights.get(channel, 0.0) * factor
 
-    if "graph" in opts.channels:
+    if "graph" in active:
         seeds = [*rankings.get("bm25", [])[:GRAPH_SEEDS], *rankings.get("vector", [])[:GRAPH_SEEDS]]
         ranked = traverse.neighbour_ranking(reader.adjacency, seeds, opts.relation_weights)
         if allowed is not None:
@@ -249,20 +268,9 @@ def run(
     ranked_candidates = rank(candidates, ctx)
     t = lap("stages", t)
 
-    def covered_terms(row: int) -> set[str]:
-        doc = table.doc(row)
-        return set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))
-
-    coverage = idf_coverage = 0.0
+    coverage = 0.0
     if ranked_candidates and query_terms:
-        coverage = len(covered_terms(ranked_candidates[0].row)) / len(query_terms)
-    if rankings.get("bm25") and query_terms:
-        # The lexical evidence is about BM25's own best record, which the stages may
-        # have moved down (decay, type preference): its share of the query's idf mass.
-        bm25_top = table.row(rankings["bm25"][0])
-        idf = reader.bm25.idf_of(query_terms)
-        if bm25_top is not None:
-            idf_coverage = sum(idf[t] for t in covered_terms(bm25_top)) / (sum(idf.values()) or 1.0)
+        coverage = len(_covered_terms(table, ranked_candidates[0].id, query_terms)) / len(query_terms)
     gap_settings = opts.gap_settings
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
