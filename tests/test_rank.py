@@ -186,21 +186,21 @@ def _dist(top: float, rest: list[float], ranks: dict[str, int]) -> list[Candidat
 
 def test_gap_when_best_similarity_is_below_the_floor() -> None:
     flat = _dist(0.40, [0.39, 0.38, 0.38, 0.37, 0.36], ranks={"vector": 1})
-    verdict = assess(flat, 0.2, 0.60)
+    verdict = assess(flat, 0.2, 0.25)
     assert verdict.gap is True and verdict.reason == "best similarity below the floor"
     assert assess([], 0.0, 0.9).gap is True
 
 
 def test_no_gap_above_the_floor() -> None:
     strong = _dist(0.9, [0.3, 0.2, 0.2], ranks={"vector": 1, "bm25": 1})
-    assert assess(strong, 0.3, 0.70).gap is False
+    assert assess(strong, 0.3, 0.45).gap is False
 
 
 def test_agreeing_standout_lexical_match_rescues_a_low_cosine() -> None:
     standout = _dist(1.0, [0.2] * 12, ranks={"vector": 1, "bm25": 1})
-    verdict = assess(standout, 0.8, 0.6)
+    verdict = assess(standout, 0.8, 0.25)
     assert verdict.gap is False and verdict.channels_agreeing == 2 and verdict.z_score >= 3.0
-    assert assess(standout, 0.2, 0.6).gap is True  # not enough of the query matched
+    assert assess(standout, 0.2, 0.25).gap is True  # not enough of the query matched
 
 
 def test_lexical_only_verdict() -> None:
@@ -211,12 +211,22 @@ def test_lexical_only_verdict() -> None:
     standout = ranked([12.0, 5.0, 4.8, 4.5, 4.4, 4.0, 3.9, 3.5])
     verdict = assess(standout, 0.5, None, idf_coverage=0.6)
     assert verdict.gap is False and verdict.lexical_z >= 2.0
-    assert assess(standout, 0.5, None, idf_coverage=0.2).gap is True  # too little of the query's information
+    assert assess(standout, 0.5, None, idf_coverage=0.1).gap is True  # too little of the query's information
     flat = ranked([5.0, 5.0, 4.9, 5.0, 4.9, 5.0, 4.9, 5.0])
     assert assess(flat, 1.0, None, idf_coverage=1.0).gap is True  # nothing stands out
     assert assess(ranked([9.0]), 1.0, None, idf_coverage=1.0).gap is True  # too few candidates to tell
     ties = ranked([9.0, 0.5, 0.5, 0.5])
     assert assess(ties, 1.0, None, idf_coverage=1.0).gap is False  # the rest tie: the leader stands out
+
+
+def test_unknown_query_terms_mean_a_gap_only_in_a_broad_store() -> None:
+    strong = _dist(0.9, [0.3, 0.2, 0.2], ranks={"vector": 1, "bm25": 1})
+    verdict = assess(strong, 0.3, 0.45, unknown_share=0.2, store_size=5000)
+    assert verdict.gap is True and verdict.reason == "the query names terms no record contains"
+    assert verdict.figures()["unknown_share"] == 0.2
+    assert assess(strong, 0.3, 0.45, unknown_share=0.1, store_size=5000).gap is False  # one unknown word in ten
+    assert assess(strong, 0.3, 0.45, unknown_share=0.5, store_size=40).gap is False  # a small store's narrow vocabulary
+    assert assess(strong, 0.3, None, unknown_share=0.5, store_size=5000).gap is True  # lexical-only too
 
 
 # -- query handling ------------------------------------------------------------------------------

@@ -58,13 +58,15 @@ def null_statistics(null_vectors: Any, record_vectors: Any) -> tuple[float, floa
 @dataclass(frozen=True)
 class GapSettings:
     # Calibrated on tests/data/known_item_questions.jsonl (5,000 git commits, bundled
-    # model): null_k is the largest that flags at most 10% of answerable questions;
-    # there the relative floor comes to 0.653, and min_cosine is that absolute value.
-    null_k: float = 3.35
-    min_cosine: float = 0.655
+    # model): null_k is the value that flags the most unanswerable questions while
+    # flagging at most 10% of answerable ones; there the relative floor comes to
+    # 0.33, and min_cosine is that absolute value.
+    null_k: float = 1.6
+    min_cosine: float = 0.33
     # Small stores give the null queries little to match, so the relative floor
-    # sinks; below this cosine the bundled model's similarity is weak anywhere.
-    absolute_floor: float = 0.5
+    # sinks. This one lies above the null queries' 95th percentile in the demo store
+    # (0.26) and below the answerable questions' 5th percentile in the git store (0.33).
+    absolute_floor: float = 0.30
     null_mean: float | None = None
     null_std: float | None = None
     rescue_z: float = 3.0
@@ -75,13 +77,19 @@ class GapSettings:
             return self.min_cosine
         return max(self.absolute_floor, self.null_mean + self.null_k * self.null_std)
     rescue_coverage: float = 0.34
+    # A question about something the store has never seen names words no record
+    # contains. When at least this share of the query's terms is unknown to the
+    # store, that is a gap whatever the cosine says (on the known-item questions it
+    # alone flags 55% of unanswerable and 3% of answerable questions). Only in
+    # stores of at least unknown_min_records: a small store's vocabulary is too
+    # narrow for an unseen word to mean anything.
+    max_unknown_share: float = 0.15
+    unknown_min_records: int = 1000
     # Without embeddings (no model, or the hook past its soft deadline): the top BM25
     # score must stand out from the other BM25 candidates and the top record must hold
-    # this share of the query's idf mass. On the known-item questions, BM25 alone:
-    # 50% of unanswerable and 13% of answerable flagged (the rule it replaced, a
-    # z-score over rank-based relevance, flagged nearly every query).
-    lexical_min_idf_coverage: float = 0.3
-    lexical_min_z: float = 2.0
+    # this share of the query's idf mass.
+    lexical_min_idf_coverage: float = 0.2
+    lexical_min_z: float = 2.5
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,7 @@ class GapVerdict:
     reason: str
     idf_coverage: float = 0.0
     lexical_z: float = 0.0
+    unknown_share: float = 0.0
 
     def figures(self) -> dict[str, float | int | str | bool]:
         return {
@@ -103,6 +112,7 @@ class GapVerdict:
             "channels_agreeing": self.channels_agreeing, "reason": self.reason,
             # lexical_z is inf when every other candidate ties, and inf is not JSON.
             "idf_coverage": round(self.idf_coverage, 3), "lexical_z": round(min(self.lexical_z, 999.0), 3),
+            "unknown_share": round(self.unknown_share, 3),
         }  # fmt: skip
 
 
@@ -119,13 +129,16 @@ def lexical_standout(candidates: Sequence[Candidate]) -> float:
 
 
 def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: float | None,
-           settings: GapSettings | None = None, *, idf_coverage: float = 0.0) -> GapVerdict:  # fmt: skip
+           settings: GapSettings | None = None, *, idf_coverage: float = 0.0, unknown_share: float = 0.0,
+           store_size: int = 0) -> GapVerdict:  # fmt: skip
     """Decide whether the ranked candidates carry real evidence for the query.
 
     ``query_cosine`` is the best cosine between the query's own embedding and any
     allowed record (None without embeddings). It is measured apart from the vector
     channel, whose query is pulled toward the top BM25 hits (pseudo-relevance
     feedback) and so comes close to *something* even for off-topic questions.
+    ``unknown_share`` is the share of the query's terms that no record of the
+    store (``store_size`` records) contains.
     """
     s = settings or GapSettings()
     if not candidates:
@@ -139,8 +152,11 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: 
     lexical_z = lexical_standout(candidates)
 
     def verdict(gap: bool, cosine: float, reason: str) -> GapVerdict:
-        return GapVerdict(gap, z, top.relevance, cosine, term_coverage, agreeing, reason, idf_coverage, lexical_z)
+        return GapVerdict(gap, z, top.relevance, cosine, term_coverage, agreeing, reason, idf_coverage, lexical_z,
+                          unknown_share)  # fmt: skip
 
+    if store_size >= s.unknown_min_records and unknown_share >= s.max_unknown_share:
+        return verdict(True, query_cosine or 0.0, "the query names terms no record contains")
     if query_cosine is None:  # lexical-only: no semantic floor to apply
         if idf_coverage >= s.lexical_min_idf_coverage and lexical_z >= s.lexical_min_z:
             return verdict(False, 0.0, "lexical match stands out")

@@ -275,7 +275,11 @@ def run(
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
         gap_settings = replace(gap_settings, null_mean=float(null[0]), null_std=float(null[1]))
-    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage)
+    unknown_share = 0.0
+    if query_terms and "bm25" in opts.channels:
+        unknown_share = sum(1 for term in query_terms if not reader.bm25.document_frequency(term)) / len(query_terms)
+    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage,
+                     unknown_share=unknown_share, store_size=len(table))  # fmt: skip
     t = lap("gap", t)
 
     if opts.diversity and len(ranked_candidates) > 1:
