@@ -170,9 +170,10 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     return str(result.get("text") or "")
 
 
-# A cold process loads the query encoder (tokenizer and 15 MB of weights: 60-100 ms
-# here), scores every record twice and still has to fuse, rank and render.
-ENCODER_LOAD_S = 0.10
+# A cold process loads the query encoder (the 1.8 MB LLaMA tokenizer and 16 MB of
+# weights: 95-135 ms here), scores every record up to twice and still has to fuse,
+# rank and render.
+ENCODER_LOAD_S = 0.14
 VECTOR_SECONDS_PER_RECORD = 0.5e-6
 FINISH_S = 0.04
 
