@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from tests.conftest import read_jsonl
@@ -291,3 +292,23 @@ def test_python_dash_m_and_console_script() -> None:
 
     out = subprocess.run([sys.executable, "-m", "lore", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout == f"lore {__version__}\n"
+
+
+@pytest.mark.parametrize("output", [[], ["--json"], ["--explain"]])
+def test_a_reader_that_stops_early_is_not_a_failure(data_dir: Path, output: list[str]) -> None:
+    """`lore search ... | head`: exit 0 and say nothing once the reader has closed the pipe."""
+    from lore import capture
+    from lore.capture import WriteOptions
+    from lore.store import Store
+
+    store = Store(data_dir, actor="test")
+    store.init()
+    for i in range(30):
+        capture.remember(store, f"Retry webhook delivery {i} with exponential backoff", project="p",
+                         options=WriteOptions(check_duplicates=False))  # fmt: skip
+    command = [sys.executable, "-m", "lore", "search", "retry webhook", "--limit", "30", *output]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # closed before lore writes a byte: every write meets a broken pipe
+    stderr = process.stderr.read()
+    assert process.wait(timeout=60) == 0
+    assert stderr == b""

@@ -7,6 +7,7 @@ Commands parse arguments, call the core, and hand results to a renderer. Any
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,13 @@ class LoreGroup(TyperGroup):
                 raise
             report_error(error)
             ctx.exit(error.exit_code)
+        except BrokenPipeError:
+            # `lore search ... --json | head`: the reader had enough and nothing failed.
+            # Point stdout at /dev/null so the final flush cannot fail again, and exit 0
+            # as grep and ripgrep do (click would exit 1).
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
 
 
 app = typer.Typer(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -20,7 +21,15 @@ KIND_STYLE = {
 def console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if (sys.stderr if stderr else sys.stdout).isatty() else 100)
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # `lore search ... | head`: the reader had enough. Rich exits 1 here;
+            # nothing failed, so stop writing and exit 0, as grep and ripgrep do.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, (sys.stderr if stderr else sys.stdout).fileno())
+            raise SystemExit(0)
+
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if (sys.stderr if stderr else sys.stdout).isatty() else 100)
 
 
 def _snippet(content: str, terms: set[str], width: int = 220) -> str:
