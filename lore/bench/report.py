@@ -49,18 +49,18 @@ def quality_tables(result: dict[str, Any]) -> list[Table]:
         best = sweep["best_on_train"]
         gate = sweep.get("gate")
         if gate:
-            s.caption = (f"default: weights gated per query, the first figure when BM25's best record holds at least "
-                         f"{gate['coverage']} of the query's idf mass, the second otherwise")  # fmt: skip
+            s.caption = (f"best: best train nDCG@10. default: weights gated per query, the first figure when BM25's "
+                         f"best record holds at least {gate['coverage']} of the query's idf mass, the second otherwise")  # fmt: skip
         for row in sweep["rows"]:
-            mark = "best on train" if row is best or row == best else ""
+            mark = "best" if row is best or row == best else ""
             if row == sweep["default"]:
-                mark = f"default, {mark}" if mark else "default"
+                mark = f"default ({mark})" if mark else "default"
             if row.get("gated") and gate:
                 lexical, otherwise = gate["lexical"], gate["otherwise"]
-                weights = [f"{lexical[c]:.2f}/{otherwise[c]:.2f}" if lexical[c] != otherwise[c] else f"{lexical[c]:.2f}"
+                weights = [f"{lexical[c]:g}/{otherwise[c]:g}" if lexical[c] != otherwise[c] else f"{lexical[c]:g}"
                            for c in ("vector", "hyde", "bm25")]  # fmt: skip
             else:
-                weights = [_f(row[c], 2) for c in ("vector", "hyde", "bm25")]
+                weights = [f"{row[c]:g}" for c in ("vector", "hyde", "bm25")]
             s.add_row(*weights, _f(row["train_ndcg10"]), _f(row["train_r100"]), _f(row["test_ndcg10"]),
                       _f(row["test_r100"]), mark)  # fmt: skip
         tables.append(s)
