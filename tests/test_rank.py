@@ -135,9 +135,12 @@ def test_stages_are_switchable_and_intent_renormalises_away() -> None:
 
 
 def test_threshold_drops_noise() -> None:
-    ctx = QueryContext(now=NOW, settings=StageSettings(min_score=0.2))
-    kept = rank([_cand(1, relevance=0.9), _cand(2, relevance=0.05)], ctx)
-    assert [c.id for c in kept] == ["r1"]
+    # The floor is on the unsharpened scale: relevance 0.05 ** 4 is a fused share of 0.05.
+    settings = StageSettings(min_score=0.2)
+    ctx = QueryContext(now=NOW, settings=settings)
+    sharp = settings.relevance_sharpness
+    kept = rank([_cand(1, relevance=0.9**sharp), _cand(2, relevance=0.05**sharp), _cand(3, relevance=0.3**sharp)], ctx)
+    assert [c.id for c in kept] == ["r1", "r3"]
 
 
 # -- MMR --------------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def test_mmr_returns_unique_subset(k: int, lam: float, seed: int) -> None:
 
 
 def _dist(top: float, rest: list[float], ranks: dict[str, int]) -> list[Candidate]:
-    return [_cand(0, relevance=top, ranks=ranks)] + [_cand(i + 1, relevance=r) for i, r in enumerate(rest)]
+    return [_cand(0, relevance=top, fused=top, ranks=ranks)] + [_cand(i + 1, relevance=r, fused=r) for i, r in enumerate(rest)]
 
 
 def test_gap_when_best_similarity_is_below_the_floor() -> None:
@@ -393,3 +396,43 @@ def test_fusion_weights_are_gated_on_bm25_evidence_and_zero_weight_channels_are_
     fixed = {"vector": 1.0, "hyde": 0.8, "bm25": 0.6, "graph": 0.3}
     explicit, _ = search(session, "stripe backoff", replace(plain, weights=fixed), log_access=False, use_llm=False)
     assert explicit.weights == fixed and "hyde" in explicit.channels_used
+
+
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0.5, 8))
+def test_relevance_is_monotone_bounded_and_linear_at_sharpness_one(a: float, b: float, sharpness: float) -> None:
+    best = 1.0
+    assume(a < b)
+    assert 0.0 <= fusion.relevance(a, best, sharpness) <= fusion.relevance(b, best, sharpness) <= 1.0
+    assert fusion.relevance(b, best, 1.0) == pytest.approx(b)
+    assert fusion.relevance(2.0, best, sharpness) == 1.0 and fusion.relevance(0.5, 0.0, sharpness) == 0.0
+
+
+def test_metadata_does_not_overturn_a_clear_difference_in_evidence() -> None:
+    weights = {"bm25": 1.0, "vector": 0.1}
+    best = fusion.max_rrf(["bm25", "vector"], weights)
+    fused = fusion.rrf({"bm25": [f"d{i}" for i in range(1, 11)], "vector": ["d1"]}, weights)
+    first, sixth = fused["d1"][0], fused["d6"][0]  # BM25 and vectors agree on d1; d6 is BM25's sixth
+
+    def order(sharpness: float) -> list[str]:
+        answer = _cand(1, id="d1", fused=first, relevance=fusion.relevance(first, best, sharpness), confidence=0.8, importance=3)
+        louder = _cand(6, id="d6", fused=sixth, relevance=fusion.relevance(sixth, best, sharpness), confidence=0.95, importance=5)
+        ctx = QueryContext(now=NOW, settings=StageSettings(relevance_sharpness=sharpness))
+        return [c.id for c in rank([answer, louder], ctx)]
+
+    assert order(fusion.RELEVANCE_SHARPNESS) == ["d1", "d6"]
+    assert order(1.0) == ["d6", "d1"]  # unsharpened, confidence and importance decided
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("which postgres driver do we use", "dec-66583753"),
+    ("how do we retry failed stripe charges", "dec-d0a58788"),
+])  # fmt: skip
+def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expected: str) -> None:
+    from lore.paths import Locations
+    from lore.rank.pipeline import SearchOptions
+    from lore.search import SearchSession, search
+    from tests.conftest import PROJECT_ROOT
+
+    session = SearchSession(Locations(PROJECT_ROOT / "data", tmp_path / "demo-index"))
+    response, _ = search(session, query, SearchOptions(limit=3, now=NOW), log_access=False, use_llm=False)
+    assert response.hits[0].id == expected

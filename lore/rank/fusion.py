@@ -20,6 +20,22 @@ LEXICAL_EVIDENCE_WEIGHTS: dict[str, float] = {"vector": 0.1, "hyde": 0.0, "bm25"
 LEXICAL_EVIDENCE_COVERAGE = 0.3
 
 
+# RRF with k = 60 compresses ranks: a channel's 10th record scores only 13% below its
+# first, less than the stages' factors move a record (confidence, decay, importance,
+# type: tens of percent together). Used as it is, the metadata would decide the order
+# among BM25's top ten. Relevance is therefore the normalised fused score raised to
+# this power, so that the stages order records of similar evidence without
+# overturning a clear difference in it (docs/search.md, "Relevance sharpness").
+RELEVANCE_SHARPNESS = 4.0
+
+
+def relevance(fused: float, best: float, sharpness: float = RELEVANCE_SHARPNESS) -> float:
+    """A fused score as relevance in [0, 1]: its share of the best possible score, sharpened."""
+    if best <= 0.0 or fused <= 0.0:
+        return 0.0
+    return min(1.0, fused / best) ** sharpness
+
+
 def gated_weights(idf_coverage: float, threshold: float = LEXICAL_EVIDENCE_COVERAGE) -> dict[str, float]:
     """The default weights for a query whose best BM25 record covers ``idf_coverage`` of its idf mass."""
     return dict(LEXICAL_EVIDENCE_WEIGHTS if idf_coverage >= threshold else DEFAULT_WEIGHTS)

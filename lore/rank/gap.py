@@ -9,7 +9,7 @@ Three figures, calibrated on the known-item question sets (docs/evaluation.md):
   the stored records, and a query must beat their mean by ``null_k`` standard
   deviations. A homogeneous corpus (all git commits) gets a high floor, a varied
   one a lower floor; an index without these figures uses ``min_cosine``;
-* the top candidate's fused relevance against the candidate distribution (z-score);
+* the top candidate's fused score against the candidate distribution (z-score);
 * agreement between channels on the top candidate (top-2 in BM25 and vectors).
 
 A candidate below the floor is still trusted when the channels agree on it, it
@@ -144,9 +144,11 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: 
     if not candidates:
         return GapVerdict(True, 0.0, 0.0, 0.0, 0.0, 0, "no candidates")
     top = candidates[0]
-    values = [c.relevance for c in candidates]
+    # Over the fused scores: relevance is sharpened for the stages, and a z-score
+    # must not depend on that choice.
+    values = [c.fused for c in candidates]
     spread = statistics.pstdev(values) if len(values) > 1 else 0.0
-    z = (top.relevance - statistics.fmean(values)) / spread if spread > 0 else 0.0
+    z = (top.fused - statistics.fmean(values)) / spread if spread > 0 else 0.0
     agreeing = sum(1 for ch in ("bm25", "vector") if top.ranks.get(ch, 99) <= 2)
 
     lexical_z = lexical_standout(candidates)

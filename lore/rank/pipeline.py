@@ -255,7 +255,7 @@ def run(
             chain = reader.table.doc(row).get("intent_chain") or []
             base = replace(base, intent_chain=tuple(str(c) for c in chain if c))
         candidates.append(replace(
-            base, ranks=ranks, fused=score, relevance=min(1.0, score / best),
+            base, ranks=ranks, fused=score, relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
             channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
         ))  # fmt: skip
     t = lap("fusion", t)

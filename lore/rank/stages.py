@@ -1,8 +1,9 @@
 """Scoring stages: pure functions over fused candidates, each switchable and explainable.
 
-A candidate's score is its normalised fused relevance times the product of the
-factors the stages set. Factors are multiplicative, so a boost never reorders two
-candidates of equal evidence against the record it favours.
+A candidate's score is its relevance (the normalised fused score, sharpened:
+``lore.rank.fusion.relevance``) times the product of the factors the stages set.
+Factors are multiplicative, so a boost never reorders two candidates of equal
+evidence against the record it favours.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+
+from lore.rank.fusion import RELEVANCE_SHARPNESS
 
 DAY = 86400.0
 
@@ -30,7 +33,7 @@ class Candidate:
     ranks: Mapping[str, int] = field(default_factory=dict)
     channel_scores: Mapping[str, float] = field(default_factory=dict)
     fused: float = 0.0
-    relevance: float = 0.0  # fused / best possible fused score, in [0, 1]
+    relevance: float = 0.0  # (fused / best possible fused score) ** sharpness, in [0, 1]
     factors: Mapping[str, float] = field(default_factory=dict)
     path: tuple[str, ...] = ()  # graph path rendering, when reached through edges
     notes: tuple[str, ...] = ()
@@ -57,8 +60,11 @@ class StageSettings:
     recency_half_life_days: float = 7.0
     project_boost: float = 1.5
     intent_weight: float = 0.25
+    # The noise floor, on the scale of the unsharpened relevance: a candidate goes when
+    # score ** (1 / relevance_sharpness) is below it.
     min_score: float = 0.05
     status_penalty: float = 0.5  # superseded/retracted shown with --all
+    relevance_sharpness: float = RELEVANCE_SHARPNESS
 
 
 @dataclass(frozen=True)
@@ -185,5 +191,7 @@ def rank(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
     """Apply the stages, sort by score (ties: fused relevance, then id) and drop the noise floor."""
     scored = apply_stages(candidates, ctx)
     scored.sort(key=lambda c: (-c.score, -c.relevance, c.id))
-    floor = ctx.settings.min_score if "threshold" not in ctx.disabled else 0.0
+    if "threshold" in ctx.disabled:
+        return scored
+    floor = ctx.settings.min_score ** ctx.settings.relevance_sharpness
     return [c for c in scored if c.score >= floor]
