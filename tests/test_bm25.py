@@ -242,3 +242,28 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
     assert response.hits[0].id != "dec-00000001"  # the stages put a fresh record first
     assert response.gap.idf_coverage == pytest.approx(1.0)
     assert response.gap.gap is False
+
+
+def test_one_edit_away_covers_each_kind_of_typo() -> None:
+    from lore.index.analysis import one_edit_away
+
+    near = one_edit_away("handl")
+    assert {"hanld", "hndl", "handle", "hamdl"} <= near  # transposition, deletion, insertion, substitution
+    assert "handl" not in near and "hnadle" not in near  # itself, and two edits away
+
+
+def test_a_typo_of_a_stored_word_is_not_an_unknown_term(data_dir: Path) -> None:
+    from lore.index.manager import IndexReader
+    from lore.rank.pipeline import _unknown_share
+
+    store = Store(data_dir, actor="test")
+    store.init()
+    capture.remember(store, "Retry webhooks with exponential backoff", project="p", options=PLAIN)
+    manager = IndexManager(Locations.resolve(data_dir))
+    manager.build()
+    bm25 = IndexReader(*manager.read_meta()).bm25
+    terms = analysis.unique_terms  # query terms are stems: "expnential" -> "expnenti"
+    assert bm25.has_near_term("expnenti") and not bm25.has_near_term("kubernet")
+    assert _unknown_share(bm25, terms("webhooks expnential")) == 0.0  # one insertion from "exponenti"
+    assert _unknown_share(bm25, terms("webhooks kubernetes")) == 0.5
+    assert _unknown_share(bm25, terms("webhooks redux")) == 0.5  # too short to call a typo

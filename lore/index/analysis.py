@@ -90,3 +90,20 @@ def terms(text: str) -> list[str]:
 def unique_terms(text: str) -> list[str]:
     """Distinct BM25 terms of a query, first occurrence order."""
     return list(dict.fromkeys(terms(text)))
+
+
+_EDIT_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def one_edit_away(term: str) -> set[str]:
+    """Every string one deletion, transposition, substitution or insertion from ``term``.
+
+    Lower-case letters and digits only, like the terms themselves; used to tell a
+    typo of a stored word from a word the store has never seen.
+    """
+    splits = [(term[:i], term[i:]) for i in range(len(term) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    transposes = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    replaces = {a + c + b[1:] for a, b in splits if b for c in _EDIT_ALPHABET}
+    inserts = {a + c + b for a, b in splits for c in _EDIT_ALPHABET}
+    return (deletes | transposes | replaces | inserts) - {term}

@@ -243,6 +243,20 @@ class Bm25Index:
         n = self.doc_count
         return {t: math.log1p((n - df + 0.5) / (df + 0.5)) for t in query_terms for df in (self.document_frequency(t),)}
 
+    def has_near_term(self, term: str) -> bool:
+        """Whether the vocabulary holds a term one edit away from ``term`` (a likely typo of it)."""
+        import numpy as np
+
+        from lore.index.analysis import one_edit_away
+
+        width = self.terms.dtype.itemsize
+        candidates = sorted(c.encode() for c in one_edit_away(term) if len(c.encode()) <= width)
+        if not candidates or not len(self.terms):
+            return False
+        keys = np.array(candidates, dtype=self.terms.dtype)
+        positions = np.minimum(np.searchsorted(self.terms, keys), len(self.terms) - 1)
+        return bool(np.any(self.terms[positions] == keys))
+
     def document_frequency(self, term: str) -> int:
         term_id = self.term_id(term)
         return 0 if term_id is None else int(self.offsets[term_id + 1] - self.offsets[term_id])

@@ -78,12 +78,14 @@ class GapSettings:
         return max(self.absolute_floor, self.null_mean + self.null_k * self.null_std)
     rescue_coverage: float = 0.34
     # A question about something the store has never seen names words no record
-    # contains. When at least this share of the query's terms is unknown to the
-    # store, that is a gap whatever the cosine says (on the known-item questions it
-    # alone flags 55% of unanswerable and 3% of answerable questions). Only in
-    # stores of at least unknown_min_records: a small store's vocabulary is too
-    # narrow for an unseen word to mean anything.
-    max_unknown_share: float = 0.15
+    # contains (a likely typo of a stored word does not count: see
+    # pipeline._unknown_share). When at least this share of the query's terms is
+    # unknown to the store, that is a gap whatever the cosine says: one unknown
+    # term in a question of up to 8. On the known-item questions this alone flags
+    # 69% of unanswerable and 4% of answerable questions. Only in stores of at
+    # least unknown_min_records: a small store's vocabulary is too narrow for an
+    # unseen word to mean anything.
+    max_unknown_share: float = 0.12
     unknown_min_records: int = 1000
     # Without embeddings (no model, or the hook past its soft deadline): the top BM25
     # score must stand out from the other BM25 candidates and the top record must hold

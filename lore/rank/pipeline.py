@@ -126,6 +126,22 @@ def _covered_terms(table: Any, record_id: str, query_terms: Sequence[str]) -> se
     return set(query_terms) & set(analysis.terms(doc["title"] + " " + doc["content"]))
 
 
+# Words of at least this many letters that are one edit from a stored term count as
+# typos of it, not as words the store has never seen. Shorter words and terms with
+# digits or punctuation have stored neighbours that mean something else ("redux" and
+# "reduc", "http/3" and "http/2").
+TYPO_MIN_CHARS = 6
+
+
+def _unknown_share(bm25: Any, query_terms: Sequence[str]) -> float:
+    """The share of the query's terms that no record contains, likely typos of stored terms excepted."""
+    def typo(term: str) -> bool:
+        return len(term) >= TYPO_MIN_CHARS and term.isalpha() and bm25.has_near_term(term)
+
+    unknown = [term for term in query_terms if not bm25.document_frequency(term) and not typo(term)]
+    return len(unknown) / len(query_terms)
+
+
 def run(
     reader: IndexReader,
     query: str,
@@ -275,9 +291,7 @@ def run(
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
         gap_settings = replace(gap_settings, null_mean=float(null[0]), null_std=float(null[1]))
-    unknown_share = 0.0
-    if query_terms and "bm25" in opts.channels:
-        unknown_share = sum(1 for term in query_terms if not reader.bm25.document_frequency(term)) / len(query_terms)
+    unknown_share = _unknown_share(reader.bm25, query_terms) if query_terms and "bm25" in opts.channels else 0.0
     verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage,
                      unknown_share=unknown_share, store_size=len(table))  # fmt: skip
     t = lap("gap", t)
