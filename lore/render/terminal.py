@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
@@ -23,11 +22,9 @@ def console(stderr: bool = False) -> Any:
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
-            # `lore search ... | head`: the reader had enough. Rich exits 1 here;
-            # nothing failed, so stop writing and exit 0, as grep and ripgrep do.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, (sys.stderr if stderr else sys.stdout).fileno())
-            raise SystemExit(0)
+            # Rich would exit 1 here. Let the error reach the CLI's command group,
+            # the one place that turns a closed pipe into a quiet exit 0.
+            raise BrokenPipeError
 
     return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if (sys.stderr if stderr else sys.stdout).isatty() else 100)
 
