@@ -183,6 +183,7 @@ def run(
 
     query_terms = analysis.unique_terms(query)
     idf_coverage = 0.0
+    bm25_top: tuple[str, set[str]] | None = None  # BM25's best record and the query terms it holds
     if "bm25" in opts.channels:
         kept = [(table.ids[row], score) for row, score in reader.bm25.search(query_terms, limit, mask)]
         rankings["bm25"] = [rid for rid, _ in kept]
@@ -191,8 +192,8 @@ def run(
             # How much of the query's idf mass BM25's own best record holds: it sets
             # the fusion weights here and feeds the evidence gap below.
             idf = reader.bm25.idf_of(query_terms)
-            top_terms = _covered_terms(table, kept[0][0], query_terms)
-            idf_coverage = sum(idf[term] for term in top_terms) / (sum(idf.values()) or 1.0)
+            bm25_top = (kept[0][0], _covered_terms(table, kept[0][0], query_terms))
+            idf_coverage = sum(idf[term] for term in bm25_top[1]) / (sum(idf.values()) or 1.0)
         t = lap("bm25", t)
     weights = dict(opts.weights) if opts.weights is not None else fusion.gated_weights(idf_coverage, opts.evidence_gate)
     # A channel fused at weight zero cannot change the ranking: do not compute it.
@@ -286,7 +287,10 @@ def run(
 
     coverage = 0.0
     if ranked_candidates and query_terms:
-        coverage = len(_covered_terms(table, ranked_candidates[0].id, query_terms)) / len(query_terms)
+        top_id = ranked_candidates[0].id
+        # Usually BM25's best record is still first: its terms are already known.
+        top_terms = bm25_top[1] if bm25_top and bm25_top[0] == top_id else _covered_terms(table, top_id, query_terms)
+        coverage = len(top_terms) / len(query_terms)
     gap_settings = opts.gap_settings
     null = reader.meta.get("null_cosine")
     if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
