@@ -249,9 +249,8 @@ def scifact(shared: Path, work: Path, *, quick: bool, progress: Progress = _quie
 
             train = scored(train_rank, train_qrels)
             test = scored(test_rank, qrels_test)
-            label = "gated" if setting is None else None
             vector_w, hyde_w, bm25_w = setting or (None, None, None)
-            rows.append({"vector": vector_w, "hyde": hyde_w, "bm25": bm25_w, "gated": label is not None,
+            rows.append({"vector": vector_w, "hyde": hyde_w, "bm25": bm25_w, "gated": setting is None,
                          "train_ndcg10": train["nDCG@10"], "train_r100": train["R@100"],
                          "test_ndcg10": test["nDCG@10"], "test_r100": test["R@100"]})  # fmt: skip
         best = max(rows, key=lambda r: (r["train_ndcg10"], r["train_r100"]))

@@ -250,7 +250,7 @@ class Bm25Index:
         from lore.index.analysis import one_edit_away
 
         width = self.terms.dtype.itemsize
-        candidates = sorted(c.encode() for c in one_edit_away(term) if len(c.encode()) <= width)
+        candidates = [key for key in (c.encode() for c in one_edit_away(term)) if len(key) <= width]
         if not candidates or not len(self.terms):
             return False
         keys = np.array(candidates, dtype=self.terms.dtype)
