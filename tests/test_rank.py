@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import orjson
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
@@ -159,6 +160,32 @@ def test_mmr_lambda_extremes_and_no_duplicates() -> None:
     diverse = mmr(cands, vecs, 3, lam=0.3, collapse_at=1.1)
     assert [c.id for c in diverse] == ["r0", "r2", "r3"]
     assert len({c.id for c in diverse}) == len(diverse)
+
+
+def test_mmr_records_each_picks_score_rank_and_penalty_for_explain() -> None:
+    cands = [_cand(i, relevance=1.0 - i * 0.1) for i in range(4)]
+    vecs = np.stack([_unit([1, 0, 0]), _unit([0.99, 0.1, 0]), _unit([0, 1, 0]), _unit([0, 0, 1])])
+    diverse = mmr(cands, vecs, 3, lam=0.3, collapse_at=1.1)
+    assert [(c.id, c.score_rank) for c in diverse] == [("r0", 1), ("r2", 3), ("r3", 4)]
+    assert diverse[0].max_similarity is None
+    assert [round(c.max_similarity or 0.0, 6) for c in diverse[1:]] == [0.0, 0.0]
+    by_relevance = mmr(cands, vecs, 2, lam=1.0, collapse_at=1.1)
+    assert by_relevance[1].max_similarity == pytest.approx(float(vecs[0] @ vecs[1]), abs=1e-6)
+
+
+def test_explain_says_where_diversity_moved_a_hit(initialised, cli) -> None:
+    for title in ("Retry payment calls with exponential backoff and jitter",
+                  "Retry payment calls with exponential backoff, capped at four attempts",
+                  "Cache invoice totals in Redis for five minutes"):  # fmt: skip
+        assert cli("remember", title, "--rationale", "payment retry backoff notes").exit_code == 0
+    out = cli("search", "retry payment calls with backoff", "--explain").stdout
+    assert "    diversity: #1 by score\n" in out
+    assert ", cosine " in out and " to the closest hit above" in out
+    hits = orjson.loads(cli("search", "retry payment calls with backoff", "--json").stdout)["results"]
+    assert hits[0]["components"]["diversity"] == {"score_rank": 1, "max_similarity": None}
+    assert sorted(h["components"]["diversity"]["score_rank"] for h in hits) == list(range(1, len(hits) + 1))
+    plain = orjson.loads(cli("search", "retry payment calls with backoff", "--json", "--no-diversity").stdout)
+    assert all("diversity" not in h["components"] for h in plain["results"])
 
 
 def test_mmr_collapses_near_identical_records() -> None:

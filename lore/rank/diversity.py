@@ -27,6 +27,8 @@ def mmr(
     ``vectors[i]`` is candidate i's L2-normalised embedding (None: no diversity,
     plain top-k). Candidates at or above ``collapse_at`` cosine to a picked one
     are folded into it (its ``represents`` count grows) instead of being shown.
+    Each pick records its position in ``candidates`` (``score_rank``, as they
+    come in score order) and its penalty (``max_similarity``), for ``--explain``.
     """
     import numpy as np
 
@@ -39,18 +41,25 @@ def mmr(
     sims = vecs @ vecs.T
     chosen: list[int] = []
     folded: dict[int, int] = {}
+    similarity: dict[int, float | None] = {}
     remaining = list(range(len(head)))
     while remaining and len(chosen) < k:
         if not chosen:
             pick = remaining[int(np.argmax(relevance[remaining]))]
+            similarity[pick] = None
         else:
             penalty = sims[np.ix_(remaining, chosen)].max(axis=1)
             values = lam * relevance[remaining] - (1 - lam) * penalty
-            pick = remaining[int(np.argmax(values))]
+            best = int(np.argmax(values))
+            pick = remaining[best]
+            similarity[pick] = float(penalty[best])
         remaining.remove(pick)
         chosen.append(pick)
         duplicates = [i for i in remaining if sims[pick, i] >= collapse_at and head[i].kind == head[pick].kind]
         for i in duplicates:
             remaining.remove(i)
         folded[pick] = len(duplicates)
-    return [replace(head[i], represents=head[i].represents + folded[i]) for i in chosen]
+    return [
+        replace(head[i], represents=head[i].represents + folded[i], score_rank=i + 1, max_similarity=similarity[i])
+        for i in chosen
+    ]

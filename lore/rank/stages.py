@@ -38,6 +38,10 @@ class Candidate:
     path: tuple[str, ...] = ()  # graph path rendering, when reached through edges
     notes: tuple[str, ...] = ()
     represents: int = 1  # near-identical records collapsed into this one
+    # Set by MMR: the 1-based position by score before diversity re-ordered the head, and the
+    # cosine to the most similar hit placed above (None for the first pick).
+    score_rank: int | None = None
+    max_similarity: float | None = None
 
     @property
     def score(self) -> float:

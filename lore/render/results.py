@@ -14,7 +14,7 @@ JSON_SCHEMA_VERSION = 1
 
 def components(candidate: Candidate, weights: dict[str, float]) -> dict[str, Any]:
     rrf = {ch: round(weights.get(ch, 0.0) / (RRF_K + rank), 6) for ch, rank in candidate.ranks.items() if ch in weights}
-    return {
+    parts: dict[str, Any] = {
         "relevance": round(candidate.relevance, 6),
         "fused": round(candidate.fused, 6),
         "ranks": dict(candidate.ranks),
@@ -22,6 +22,11 @@ def components(candidate: Candidate, weights: dict[str, float]) -> dict[str, Any
         "channel_scores": {k: round(v, 4) for k, v in candidate.channel_scores.items()},
         "factors": {k: round(v, 4) for k, v in candidate.factors.items()},
     }
+    if candidate.score_rank is not None:
+        similarity = candidate.max_similarity
+        parts["diversity"] = {"score_rank": candidate.score_rank,
+                              "max_similarity": None if similarity is None else round(similarity, 4)}  # fmt: skip
+    return parts
 
 
 def iso(epoch: float | None) -> str | None:

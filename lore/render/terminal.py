@@ -120,3 +120,7 @@ def _explain(out: Any, hit: Any, weights: dict[str, float]) -> None:
     out.print(Text("    channels: " + " · ".join(parts), style="dim"))
     factors = " × ".join(f"{name} {value:.3f}" for name, value in hit.factors.items())
     out.print(Text(f"    score = relevance {hit.relevance:.3f} (fused {hit.fused:.4f}) × {factors} = {hit.score:.3f}", style="dim"))
+    if hit.score_rank is not None:
+        # Why a hit can sit above a higher score: MMR trades score for novelty.
+        similar = "" if hit.max_similarity is None else f", cosine {hit.max_similarity:.2f} to the closest hit above"
+        out.print(Text(f"    diversity: #{hit.score_rank} by score{similar}", style="dim"))
