@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -41,6 +42,11 @@ def _label(reader: IndexReader, record_id: str) -> str:
     return f"[{KIND_LABEL.get(kind, kind)}] {record_id}"
 
 
+def _short_title(title: str, width: int) -> str:
+    # At a word boundary with a marker: a title cut mid-word reads as a different claim.
+    return textwrap.shorten(title, width, placeholder="…", break_on_hyphens=False)
+
+
 def expand(
     reader: IndexReader,
     hits: Sequence[Candidate],
@@ -77,10 +83,11 @@ def expand(
             strength = HOP_DECAY**hops
             for edge, _ in path:
                 strength *= weights.get(edge.relation, 0.3)
-            steps = [f"{_label(reader, hit.id)} {table.doc(hit.row)['title'][:60]}"]
+            steps = [f"{_label(reader, hit.id)} {_short_title(table.doc(hit.row)['title'], 60)}"]
             for edge, direction in path:
-                steps.append(f"-> {edge.relation} ->" if direction == "out" else f"<- {edge.relation} <-")
-            steps.append(_label(reader, record_id))
+                # Name every record on the way: a two-hop path must say what it went through.
+                arrow, reached = (f"-> {edge.relation} ->", edge.target) if direction == "out" else (f"<- {edge.relation} <-", edge.source)
+                steps.append(f"{arrow} {_label(reader, reached)}")
             base = candidate_at(reader, row)
             candidate = replace(base, relevance=hit.relevance * strength, ranks={"graph_hops": hops},
                                 path=(" ".join(steps),))  # fmt: skip
@@ -101,7 +108,7 @@ def annotate_contradictions(reader: IndexReader, hits: Sequence[Candidate]) -> l
         for edge, other, _ in adjacency.neighbours(hit.id):
             if edge.relation == "contradicts":
                 row = reader.table.row(other)
-                title = reader.table.doc(row)["title"][:70] if row is not None else ""
+                title = _short_title(reader.table.doc(row)["title"], 70) if row is not None else ""
                 notes.append(f"contradicts {other}: {title}")
         result.append(replace(hit, notes=tuple(dict.fromkeys(notes))) if notes != list(hit.notes) else hit)
     return result
