@@ -12,7 +12,7 @@ import os
 import shlex
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ FENCE_CLOSE = "</lore-memory>"
 FORMATS = ("markdown", "compact", "json")
 MIN_ITEM_TEXT = 24
 CHARS_PER_TOKEN = 4
+SUMMARY_PREFIX = "Summary: "
 
 
 @dataclass
@@ -54,6 +55,10 @@ class ContextBlock:
     gap_figures: dict[str, Any] = field(default_factory=dict)
     synthesis: str | None = None
     notices: list[str] = field(default_factory=list)
+    # What a re-render (after synthesis) needs: every item before the budget, and the layout.
+    candidates: list[ContextItem] = field(default_factory=list)
+    fmt: str = "markdown"
+    fenced: bool = False
 
 
 def _item_text(reader: Any, hit: Candidate) -> str:
@@ -103,10 +108,9 @@ def render_items(items: list[ContextItem], budget: int, fmt: str, *, fenced: boo
         short = shorten(item.text, text_room)
         if len(short) < MIN_ITEM_TEXT:
             break
-        item.shortened = True
         line = _line(item, short, fmt)
         lines.append(line)
-        kept.append(item)
+        kept.append(replace(item, text=short, shortened=True))
         used += len(line) + 1
         break
     if not lines:
@@ -139,14 +143,22 @@ def assemble(
             text = f"{text} (via {one_line(hit.path[0])})"
         items.append(ContextItem(hit.id, hit.kind, text, round(hit.confidence, 2), age(moment, now_dt), round(hit.score, 4),
                                  path=hit.path, notes=hit.notes, represents=hit.represents))  # fmt: skip
-    if fmt == "json":
-        return ContextBlock(response.query, items, False, "", budget_chars, figures)
-    text, kept = render_items(items, budget_chars, fmt, fenced=fenced)
-    return ContextBlock(response.query, kept, not kept, text, budget_chars, figures)
+    # JSON lists what the markdown block would show: the budget binds every format.
+    text, kept = render_items(items, budget_chars, _layout(fmt), fenced=fenced)
+    return ContextBlock(response.query, kept, not kept, "" if fmt == "json" else text, budget_chars, figures,
+                        candidates=items, fmt=fmt, fenced=fenced)  # fmt: skip
+
+
+def _layout(fmt: str) -> str:
+    return "markdown" if fmt == "json" else fmt
 
 
 def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
-    """Ask ``LORE_LLM_CMD`` for a short summary of the excerpts; a notice, never an error, without it."""
+    """Ask ``LORE_LLM_CMD`` for a short summary of the excerpts; a notice, never an error, without it.
+
+    The summary goes above the excerpts and counts against the same budget: it
+    takes at most half, and the excerpts are fitted again into what is left.
+    """
     command = os.environ.get("LORE_LLM_CMD")
     if not command:
         block.notices.append("synthesis skipped: set LORE_LLM_CMD to a local command that reads a prompt on stdin")
@@ -162,10 +174,21 @@ def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
         block.notices.append(f"synthesis failed: {exc}")
         return block
     summary = " ".join(strip_control(done.stdout).split())
-    if done.returncode != 0 or not summary:
+    if done.returncode != 0:
         block.notices.append(f"synthesis failed: LORE_LLM_CMD exited {done.returncode}")
         return block
-    block.synthesis = summary
+    if not summary:
+        block.notices.append("synthesis failed: LORE_LLM_CMD printed nothing")
+        return block
+    line = shorten(SUMMARY_PREFIX + summary, block.budget_chars // 2)
+    if not line:
+        block.notices.append("synthesis dropped: the summary does not fit the budget")
+        return block
+    text, kept = render_items(block.candidates, block.budget_chars - len(line) - 2, _layout(block.fmt), fenced=block.fenced)
+    block.synthesis = line.removeprefix(SUMMARY_PREFIX)
+    block.items = kept
+    if block.fmt != "json":
+        block.text = f"{line}\n\n{text}" if text else line
     return block
 
 

@@ -138,7 +138,5 @@ def context(
     if fmt == "json":
         typer.echo(orjson.dumps(block_json(block)).decode())
         return
-    if block.synthesis:
-        typer.echo(f"Summary: {block.synthesis}\n")
     if block.text:
         typer.echo(block.text)

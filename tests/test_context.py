@@ -1,0 +1,387 @@
+"""`lore context`: the agent-ready block, its formats, budgets, evidence gap and optional synthesis."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from lore import capture
+from lore.capture import WriteOptions
+from lore.context import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN, GAP_LINE
+from lore.store import Store
+
+PLAIN = WriteOptions(check_duplicates=False)
+QUERY = "add jittered exponential backoff around the payment provider charge call"
+GAP_QUERIES = ["zxqv blorf quantum giraffe", "configure the cluster autoscaler for GPU node pools in azure"]
+MARKER = "…"
+SUMMARY = "Payment calls retry with jittered exponential backoff and send idempotency keys."
+
+BACKOFF = ("Wrap payment-provider calls in exponential backoff with full jitter",
+           "A Stripe degradation turned synchronized retry attempts into a thundering herd that kept "
+           "the provider down for forty minutes; spreading the attempts with full jitter and capping "
+           "the delay at thirty seconds let the provider recover while our checkout queue drained "
+           "steadily. The first attempt waits between zero and one second, each further attempt "
+           "doubles the ceiling, and after six attempts the charge is parked for a human to look at "
+           "instead of hammering the provider again. The delays live in one helper that every "
+           "provider client shares, so a new integration gets the same behaviour without copying the "
+           "arithmetic.")  # fmt: skip
+WEBHOOK = ("Process payment provider webhooks from a durable queue",
+           "Charge webhooks arrived during deploys and were dropped; a durable queue with retries and"
+           " backoff lets the consumer catch up after a restart without losing a single charge event."
+           " The handler acknowledges only after the ledger write commits, so a crash between the two"
+           " replays the event instead of losing it, and the ledger ignores an event id it has "
+           "already applied.")  # fmt: skip
+IDEMPOTENCY = ("Idempotency keys for payment calls",
+               "Send a stable idempotency key with every charge request so a retried attempt after a "
+               "timeout cannot double-charge the customer; derive the key from the order id and the "
+               "attempt purpose, never from a random value generated per retry. Keys are kept for "
+               "twenty-four hours on the provider side, which covers every retry schedule we run, and"
+               " the key is logged next to the charge so support can trace a customer complaint about"
+               " a duplicate to the exact attempt that caused it.")  # fmt: skip
+NOTES = ["office plants need watering on Fridays", "the lunch menu rotates weekly",
+         "parking permits renew in January", "the design team prefers Figma comments",
+         "standup moved to ten thirty", "the coffee machine descales monthly",
+         "holiday calendar lives in the wiki", "new laptops ship with sixteen gigabytes"]
+
+MARKDOWN_LINE = re.compile(r"^- \[(?P<type>[a-z-]+)\] (?P<text>.+) \(confidence: (?P<conf>\d\.\d), "
+                           r"age: (?P<age>\d+(?:m|h|d|mo|y)), id: (?P<id>[a-z]+-[0-9a-z-]+)\)$")  # fmt: skip
+COMPACT_LINE = re.compile(r"^- (?P<text>.+) \((?P<type>[a-z_-]+) (?P<id>[a-z]+-[0-9a-z-]+), "
+                          r"conf (?P<conf>\d\.\d), (?P<age>\d+(?:m|h|d|mo|y))\)$")  # fmt: skip
+
+
+@pytest.fixture
+def seeded(data_dir: Path) -> dict[str, str]:
+    """Three records about payment retries (one three days old), one about Postgres, eight unrelated notes."""
+    three_days_ago = datetime.now(UTC) - timedelta(days=3, hours=2)
+    old = Store(data_dir, actor="test", clock=lambda: three_days_ago)
+    old.init()
+    store = Store(data_dir, actor="test")
+    project = "acme-api"
+    backoff = capture.remember(old, BACKOFF[0], project=project, rationale=BACKOFF[1], importance=4,
+                               options=PLAIN)  # fmt: skip
+    webhook = capture.remember(store, WEBHOOK[0], project=project, rationale=WEBHOOK[1], confidence=0.7,
+                               options=PLAIN)  # fmt: skip
+    idempotency = capture.learn(store, IDEMPOTENCY[0], project=project, solution=IDEMPOTENCY[1],
+                                confidence=0.6, options=PLAIN)  # fmt: skip
+    pool = capture.remember(store, "Use PgBouncer transaction pooling for billing Postgres", project=project,
+                            rationale="asyncpg exhausted RDS connections during the March spike",
+                            options=PLAIN)  # fmt: skip
+    ids = {"backoff": backoff.record.id, "webhook": webhook.record.id, "idempotency": idempotency.record.id,
+           "pool": pool.record.id}  # fmt: skip
+    for note in NOTES:
+        capture.observe(store, f"Team note: {note}", project="other", options=PLAIN)
+    return ids
+
+
+def full_text(pair: tuple[str, str]) -> str:
+    return f"{pair[0]}: {pair[1]}"
+
+
+def item_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("- ")]
+
+
+def context(cli, *args: str):  # type: ignore[no-untyped-def]
+    result = cli("context", *args)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return result
+
+
+def full_texts(cli) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """Every item's unshortened text by id, from a budget nothing exceeds."""
+    payload = json.loads(context(cli, QUERY, "--format", "json", "--budget-tokens", "100000").stdout)
+    return {item["id"]: item["text"] for item in payload["items"]}
+
+
+def assert_word_boundary_prefix(short: str, full: str) -> None:
+    """``short`` is ``full`` cut at a space (trailing punctuation dropped), never inside a word."""
+    assert short and full.startswith(short), (short, full)
+    cuts = {full[:i].rstrip(" ,;:.-") for i, ch in enumerate(full) if ch == " "}
+    assert short in cuts, f"cut mid-word: {short!r}"
+
+
+# -- formats ----------------------------------------------------------------------------
+
+
+def test_markdown_block_exact_shape(cli, seeded: dict[str, str]) -> None:
+    result = context(cli, QUERY, "--max-items", "3")
+    assert result.stdout == (
+        "## Relevant Memories\n"
+        f"- [decision] {full_text(BACKOFF)} (confidence: 0.8, age: 3d, id: {seeded['backoff']})\n"
+        f"- [decision] {full_text(WEBHOOK)} (confidence: 0.7, age: 0m, id: {seeded['webhook']})\n"
+        f"- [pattern] {full_text(IDEMPOTENCY)} (confidence: 0.6, age: 0m, id: {seeded['idempotency']})\n"
+    )
+    assert result.stderr == ""
+
+
+def test_compact_block_exact_shape(cli, seeded: dict[str, str]) -> None:
+    result = context(cli, QUERY, "--max-items", "3", "--format", "compact")
+    assert result.stdout == (
+        "## Relevant Memories\n"
+        f"- {full_text(BACKOFF)} (decision {seeded['backoff']}, conf 0.8, 3d)\n"
+        f"- {full_text(WEBHOOK)} (decision {seeded['webhook']}, conf 0.7, 0m)\n"
+        f"- {full_text(IDEMPOTENCY)} (pattern {seeded['idempotency']}, conf 0.6, 0m)\n"
+    )
+
+
+def test_json_document_keys_and_items(cli, seeded: dict[str, str]) -> None:
+    payload = json.loads(context(cli, QUERY, "--max-items", "3", "--format", "json").stdout)
+    assert list(payload) == ["query", "evidence_gap", "gap", "budget_chars", "items", "synthesis", "notices"]
+    assert payload["query"] == QUERY
+    assert payload["evidence_gap"] is False and payload["gap"]["evidence_gap"] is False
+    assert (payload["budget_chars"], payload["synthesis"], payload["notices"]) == (2000, None, [])
+    keys = ["id", "type", "text", "confidence", "age", "score"]
+    assert [list(item) for item in payload["items"]] == [keys] * 3
+    assert [(i["id"], i["type"], i["text"], i["confidence"], i["age"]) for i in payload["items"]] == [
+        (seeded["backoff"], "decision", full_text(BACKOFF), 0.8, "3d"),
+        (seeded["webhook"], "decision", full_text(WEBHOOK), 0.7, "0m"),
+        (seeded["idempotency"], "pattern", full_text(IDEMPOTENCY), 0.6, "0m"),
+    ]
+    scores = [item["score"] for item in payload["items"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+
+
+def test_invalid_format_is_a_usage_error(cli, seeded: dict[str, str]) -> None:
+    result = cli("context", QUERY, "--format", "yaml")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "unknown format 'yaml'" in result.stderr and "markdown, compact, json" in result.stderr
+
+
+# -- budgets and item counts ----------------------------------------------------------------
+
+
+def test_default_budget_is_500_tokens_and_5_items(cli, seeded: dict[str, str]) -> None:
+    unbounded = context(cli, QUERY, "--budget-tokens", "100000").stdout
+    assert len(unbounded) > 500 * 4 and len(item_lines(unbounded)) == 5  # the default budget has to bite
+    default = context(cli, QUERY).stdout
+    assert len(default) <= 500 * 4
+    lines = item_lines(default)
+    assert 1 <= len(lines) <= 5
+    assert default.startswith("## Relevant Memories\n")
+    # whole items first; only the last one may be shortened
+    assert lines[:-1] == item_lines(unbounded)[: len(lines) - 1]
+
+
+@pytest.mark.parametrize("tokens", [10, 25, 40, 60, 120, 250])
+@pytest.mark.parametrize("fmt", ["markdown", "compact"])
+def test_small_budgets_are_never_exceeded_nor_words_cut(cli, seeded: dict[str, str], tokens: int,
+                                                        fmt: str) -> None:  # fmt: skip
+    texts = full_texts(cli)
+    out = context(cli, QUERY, "--budget-tokens", str(tokens), "--format", fmt).stdout
+    assert len(out) <= tokens * 4
+    pattern = MARKDOWN_LINE if fmt == "markdown" else COMPACT_LINE
+    for line in item_lines(out):
+        found = pattern.match(line)
+        assert found, line
+        text, full = found["text"], texts[found["id"]]
+        if text != full:
+            assert text.endswith(MARKER) and not text.endswith(" " + MARKER), line
+            assert_word_boundary_prefix(text.removesuffix(MARKER), full)
+    assert not out or item_lines(out)  # never a bare heading
+
+
+def test_a_tight_budget_shortens_the_top_item_with_the_marker(cli, seeded: dict[str, str]) -> None:
+    out = context(cli, QUERY, "--budget-tokens", "40").stdout
+    lines = item_lines(out)
+    assert len(lines) == 1
+    found = MARKDOWN_LINE.match(lines[0])
+    assert found and found["id"] == seeded["backoff"] and found["text"].endswith(MARKER)
+    assert_word_boundary_prefix(found["text"].removesuffix(MARKER), full_text(BACKOFF))
+    assert len(found["text"]) > 24  # shortened, not dropped
+
+
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_max_items_limits_the_block(cli, seeded: dict[str, str], count: int) -> None:
+    everything = item_lines(context(cli, QUERY, "--budget-tokens", "100000").stdout)
+    limited = context(cli, QUERY, "--budget-tokens", "100000", "--max-items", str(count)).stdout
+    assert item_lines(limited) == everything[:count]
+    payload = json.loads(context(cli, QUERY, "--format", "json", "--max-items", str(count)).stdout)
+    assert len(payload["items"]) == count
+
+
+def test_json_lists_only_the_items_that_fit_the_budget(cli, seeded: dict[str, str]) -> None:
+    """The budget is never exceeded, whatever the format: JSON lists what the block kept (as MCP's does)."""
+    block = context(cli, QUERY, "--budget-tokens", "40").stdout
+    kept = [MARKDOWN_LINE.match(line)["id"] for line in item_lines(block)]  # type: ignore[index]
+    assert len(kept) == 1
+    payload = json.loads(context(cli, QUERY, "--budget-tokens", "40", "--format", "json").stdout)
+    assert payload["budget_chars"] == 160
+    assert [item["id"] for item in payload["items"]] == kept
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "compact", "json"])
+def test_every_printed_id_resolves_with_show(cli, seeded: dict[str, str], fmt: str) -> None:
+    out = context(cli, QUERY, "--format", fmt, "--budget-tokens", "100000").stdout
+    if fmt == "json":
+        items = [(i["id"], i["text"]) for i in json.loads(out)["items"]]
+    else:
+        pattern = MARKDOWN_LINE if fmt == "markdown" else COMPACT_LINE
+        items = [(m["id"], m["text"]) for m in map(pattern.match, item_lines(out)) if m]
+        assert len(items) == len(item_lines(out))
+    assert len(items) == 5 and seeded["backoff"] in dict(items)
+    for record_id, text in items:
+        shown = cli("show", record_id, "--json")
+        assert shown.exit_code == 0, shown.stderr
+        record = json.loads(shown.stdout)
+        assert record["id"] == record_id
+        title = record.get("title") or record.get("decision") or record.get("name") or record.get("content")
+        assert title and text.startswith(title[:20]), (text, record)
+
+
+# -- evidence gap ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", GAP_QUERIES)
+def test_evidence_gap_prints_nothing_or_the_gap_line(cli, seeded: dict[str, str], query: str) -> None:
+    plain = context(cli, query)
+    assert (plain.stdout, plain.stderr) == ("", "")
+    line = context(cli, query, "--gap-line")
+    assert line.stdout == GAP_LINE + "\n"
+    assert line.stdout == "[EVIDENCE GAP: no reliable memory for this query]\n"
+    payload = json.loads(context(cli, query, "--format", "json").stdout)
+    assert payload["evidence_gap"] is True and payload["items"] == []
+
+
+# -- synthesis ------------------------------------------------------------------------------
+
+
+def fake_llm(tmp_path: Path, body: str) -> Path:
+    """A real executable that logs its argv and stdin, then runs ``body``."""
+    log = tmp_path / "llm-calls.jsonl"
+    script = tmp_path / "fake-llm"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        "prompt = sys.stdin.read()\n"
+        f"with open({str(log)!r}, 'a', encoding='utf-8') as handle:\n"
+        "    handle.write(json.dumps({'argv': sys.argv[1:], 'stdin': prompt}) + '\\n')\n" + body
+    )
+    script.chmod(0o755)
+    return script
+
+
+def llm_calls(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "llm-calls.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_synthesize_without_llm_cmd_is_a_notice(cli, seeded: dict[str, str]) -> None:
+    baseline = context(cli, QUERY).stdout
+    result = context(cli, QUERY, "--synthesize")
+    assert result.stdout == baseline
+    notice = result.stderr.strip()
+    assert notice and "\n" not in notice and "LORE_LLM_CMD" in notice
+    payload = json.loads(context(cli, QUERY, "--synthesize", "--format", "json").stdout)
+    assert payload["synthesis"] is None and payload["notices"] == [notice]
+
+
+def test_synthesize_prints_the_summary_above_the_excerpts(
+    cli, seeded: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = fake_llm(tmp_path, f"print({SUMMARY!r})\n")
+    monkeypatch.setenv("LORE_LLM_CMD", f"{shlex.quote(str(script))} --style brief")
+    result = context(cli, QUERY, "--synthesize")
+    assert result.stderr == ""
+    head, _, block = result.stdout.partition("\n\n")
+    assert head == f"Summary: {SUMMARY}"
+    assert block.startswith("## Relevant Memories\n")
+    printed = [MARKDOWN_LINE.match(line) for line in item_lines(block)]
+    assert printed and all(printed)
+    # The synthesis call got the query and every printed excerpt, with its id, on stdin.
+    ids = [m["id"] for m in printed]  # type: ignore[index]
+    synthesis = [c for c in llm_calls(tmp_path) if all(i in c["stdin"] for i in ids)]
+    assert len(synthesis) == 1
+    assert synthesis[0]["argv"] == ["--style", "brief"]
+    assert QUERY in synthesis[0]["stdin"]
+    for found in printed:
+        assert found["text"].removesuffix(MARKER) in synthesis[0]["stdin"]  # type: ignore[index]
+    payload = json.loads(context(cli, QUERY, "--synthesize", "--format", "json").stdout)
+    assert payload["synthesis"] == SUMMARY and payload["notices"] == []
+
+
+@pytest.mark.parametrize("tokens", [60, 150, 500])
+def test_the_summary_counts_against_the_budget(
+    cli, seeded: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tokens: int
+) -> None:
+    long_summary = " ".join([SUMMARY] * 40)
+    monkeypatch.setenv("LORE_LLM_CMD", shlex.quote(str(fake_llm(tmp_path, f"print({long_summary!r})\n"))))
+    out = context(cli, QUERY, "--synthesize", "--budget-tokens", str(tokens)).stdout
+    assert len(out.rstrip("\n")) <= tokens * 4
+    head, _, block = out.partition("\n\n")
+    assert head.startswith("Summary: ") and head.endswith(MARKER)
+    assert long_summary.startswith(head.removeprefix("Summary: ").removesuffix(MARKER))
+    assert len(head) <= tokens * 4 // 2
+    if block:
+        assert block.startswith("## Relevant Memories\n")
+    payload = json.loads(context(cli, QUERY, "--synthesize", "--budget-tokens", str(tokens), "--format", "json").stdout)
+    assert payload["synthesis"] == head.removeprefix("Summary: ")
+    assert [i["id"] for i in payload["items"]] == [MARKDOWN_LINE.match(line)["id"] for line in item_lines(block)]  # type: ignore[index]
+
+
+def test_synthesize_without_the_flag_prints_no_summary(
+    cli, seeded: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = fake_llm(tmp_path, f"print({SUMMARY!r})\n")
+    monkeypatch.setenv("LORE_LLM_CMD", shlex.quote(str(script)))
+    result = context(cli, QUERY)
+    assert "Summary:" not in result.stdout and SUMMARY not in result.stdout
+    assert result.stdout.startswith("## Relevant Memories\n") and result.stderr == ""
+    assert not any("Excerpts" in c["stdin"] or seeded["backoff"] in c["stdin"] for c in llm_calls(tmp_path))
+
+
+@pytest.mark.parametrize("kind", ["fails", "missing", "silent"])
+def test_a_broken_llm_cmd_is_a_notice_not_an_error(
+    cli, seeded: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    baseline = context(cli, QUERY).stdout
+    if kind == "fails":
+        command = str(fake_llm(tmp_path, "print('half an answer')\nsys.exit(1)\n"))
+    elif kind == "silent":
+        command = str(fake_llm(tmp_path, ""))
+    else:
+        command = str(tmp_path / "no-such-llm")
+    monkeypatch.setenv("LORE_LLM_CMD", shlex.quote(command))
+    result = context(cli, QUERY, "--synthesize")
+    assert result.stdout == baseline  # excerpts still printed, no summary
+    assert "half an answer" not in result.stdout
+    notice = result.stderr.strip()
+    assert notice.startswith("synthesis failed") and "\n" not in notice
+    if kind == "fails":
+        assert "exited 1" in notice
+    if kind != "missing":
+        assert llm_calls(tmp_path)
+
+
+# -- the prompt hook shares the assembly ----------------------------------------------------
+
+
+def test_hook_injects_the_same_assembly_within_1500_characters(cli, seeded: dict[str, str]) -> None:
+    cli_lines = item_lines(context(cli, QUERY, "--format", "compact", "--budget-tokens", "100000").stdout)
+    event = json.dumps({"session_id": "s1", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",
+                        "prompt": QUERY})  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=event.encode(),
+                          capture_output=True, env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"},
+                          timeout=60)  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, b"")
+    injected = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert len(injected) <= 1500
+    lines = injected.split("\n")
+    assert lines[:3] == [FENCE_OPEN, FENCE_NOTE, "## Relevant Memories"] and lines[-1] == FENCE_CLOSE
+    hook_lines = lines[3:-1]
+    assert 1 <= len(hook_lines) < len(cli_lines) == 5  # 1,500 characters cannot hold all five
+    assert hook_lines[:-1] == cli_lines[: len(hook_lines) - 1]
+    last, same = COMPACT_LINE.match(hook_lines[-1]), COMPACT_LINE.match(cli_lines[len(hook_lines) - 1])
+    assert last and same and last["id"] == same["id"]
+    assert hook_lines[-1].endswith(same.group(0)[same.end("text"):])  # the same metadata
+    if last["text"] != same["text"]:
+        assert last["text"].endswith(MARKER)
+        assert_word_boundary_prefix(last["text"].removesuffix(MARKER), same["text"])
