@@ -70,9 +70,9 @@ def evaluate(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, 
 
 
 def stage_names() -> frozenset[str]:
-    from lore.rank.stages import STAGES
+    from lore.rank.stages import SWITCHABLE
 
-    return frozenset([name for name, _ in STAGES] + ["threshold"])
+    return frozenset(SWITCHABLE)
 
 
 def configs(limit: int, retrieval_limit: int, now: float) -> dict[str, Any]:

@@ -19,6 +19,7 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
     from datetime import UTC, datetime
 
     from lore.rank.pipeline import CHANNELS, SearchOptions
+    from lore.rank.stages import SWITCHABLE
     from lore.store.records import normalise_kind
     from lore.timeparse import parse_when
 
@@ -33,11 +34,19 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
 
         weight_map = dict(DEFAULT_WEIGHTS)
         for part in weights.split(","):
-            name, _, value = part.partition("=")
+            name, _, value = (p.strip() for p in part.partition("="))
+            if name not in CHANNELS:
+                raise UsageError(f"unknown channel {name!r} in --weights", hint="channels: " + ", ".join(CHANNELS))
             try:
-                weight_map[name.strip()] = float(value)
+                weight = float(value)
             except ValueError as exc:
                 raise UsageError(f"cannot read weight {part!r}", hint="use --weights vector=1,hyde=0.8,bm25=0.6") from exc
+            if not weight >= 0 or weight == float("inf"):
+                raise UsageError(f"weight {part!r} must be a finite number >= 0", hint="0 switches a channel off")
+            weight_map[name] = weight
+    unknown_stages = sorted(set(disable or ()) - set(SWITCHABLE))
+    if unknown_stages:
+        raise UsageError(f"unknown stage {unknown_stages[0]!r} for --disable", hint="stages: " + ", ".join(SWITCHABLE))
     return SearchOptions(
         limit=limit,
         types=frozenset(normalise_kind(k) for k in kinds) if kinds else None,
@@ -63,7 +72,7 @@ def search(
     query: str = typer.Argument(..., help="What you want to remember, in your own words."),
     limit: int = typer.Option(10, "--limit", "-n", min=1, max=200, help="Results to show."),
     kind: list[str] | None = typer.Option(None, "--type", help="Only this record type (repeatable)."),
-    project: str | None = typer.Option(None, "--in-project", help="Only records of this project (the current project is boosted anyway)."),
+    project: str | None = typer.Option(None, "--project", "--in-project", help="Only records of this project (the current project, -P, is boosted anyway)."),
     tag: list[str] | None = typer.Option(None, "--tag", help="Only records with this tag (repeatable)."),
     since: str | None = typer.Option(None, "--since", help="Only records at or after (2025-03-01, 30d, 6mo)."),
     until: str | None = typer.Option(None, "--until", help="Only records before."),

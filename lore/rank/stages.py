@@ -182,6 +182,10 @@ STAGES: tuple[tuple[str, Stage], ...] = (
 )
 
 
+# Every name --disable accepts: the factor stages, and the noise floor applied after them.
+SWITCHABLE: tuple[str, ...] = (*(name for name, _ in STAGES), "threshold")
+
+
 def apply_stages(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
     current = list(candidates)
     for name, stage in STAGES:

@@ -26,17 +26,28 @@ def console(stderr: bool = False) -> Any:
             # the one place that turns a closed pipe into a quiet exit 0.
             raise BrokenPipeError
 
-    return _Console(stderr=stderr, highlight=False, soft_wrap=False, width=None if (sys.stderr if stderr else sys.stdout).isatty() else 100)
+    # Piped output keeps each line whole (grep, head, less -S); a terminal wraps to its width.
+    tty = (sys.stderr if stderr else sys.stdout).isatty()
+    return _Console(stderr=stderr, highlight=False, soft_wrap=not tty, width=None if tty else 100)
 
 
 def _snippet(content: str, terms: set[str], width: int = 220) -> str:
     text = one_line(content)
     lowered = text.lower()
     first = min((lowered.find(t) for t in terms if t and lowered.find(t) >= 0), default=-1)
-    start = max(0, first - 60) if first > 80 else 0
+    start = 0
+    if first > 80:
+        # Some context before the first match, starting at a word: never half a word.
+        space = text.find(" ", first - 60, first)
+        start = space + 1 if space >= 0 else first
     piece = text[start:]
     snippet = shorten(piece, width) or piece[:width]
     return ("…" if start else "") + snippet
+
+
+def _score(score: float) -> str:
+    # A weak hit above the noise floor is not "0.000": say how small it is.
+    return f"{score:.3f}" if score >= 0.0005 else "<0.001"
 
 
 def _highlight(text: str, terms: set[str]) -> Any:
@@ -74,7 +85,7 @@ def render_search(response: SearchResponse, reader: Any, *, explain: bool = Fals
         head = Text(f"{number:>2}. ")
         head.append(f"[{kind}]", style=KIND_STYLE.get(hit.kind, ""))
         head.append(f" {hit.id}", style="bold")
-        head.append(f"  {hit.project or '-'}  {age(moment, now_dt)}  score {hit.score:.3f}", style="dim")
+        head.append(f"  {hit.project or '-'}  {age(moment, now_dt)}  score {_score(hit.score)}", style="dim")
         if hit.status != "active":
             head.append(f"  [{hit.status}]", style="red")
         if hit.represents > 1:
