@@ -28,6 +28,10 @@ FENCE_CLOSE = "</lore-memory>"
 FORMATS = ("markdown", "compact", "json")
 MIN_ITEM_TEXT = 24
 CHARS_PER_TOKEN = 4
+# An item scoring under this share of the best one is filler, not memory: in a young
+# store the last slots would otherwise go to whatever is left (unrelated notes).
+# On the demo data and the known-item set every answer in the top 5 scores >= 0.3.
+MIN_SHARE_OF_TOP = 0.1
 SUMMARY_PREFIX = "Summary: "
 
 
@@ -136,7 +140,8 @@ def assemble(
         return ContextBlock(response.query, [], True, text, budget_chars, figures)
     now_dt = datetime.fromtimestamp(now if now is not None else time.time(), UTC)
     items = []
-    for hit in response.hits[:max_items]:
+    floor = MIN_SHARE_OF_TOP * max(h.score for h in response.hits)
+    for hit in [h for h in response.hits if h.score >= floor][:max_items]:
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
         text = _item_text(reader, hit)
         if hit.path:

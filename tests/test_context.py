@@ -46,6 +46,15 @@ IDEMPOTENCY = ("Idempotency keys for payment calls",
                "twenty-four hours on the provider side, which covers every retry schedule we run, and"
                " the key is logged next to the charge so support can trace a customer complaint about"
                " a duplicate to the exact attempt that caused it.")  # fmt: skip
+# Related, from another project (no project boost), so they rank after the three above.
+BREAKER = ("Open a circuit breaker around the payment provider client after repeated charge failures",
+           "When the provider is down, retrying every charge only lengthens the outage: after five "
+           "failed charge attempts in a minute the client stops calling for thirty seconds and the "
+           "checkout shows a clear retry-later message instead of spinning.")  # fmt: skip
+TIMEOUT = ("Give every payment provider call a ten second timeout before the backoff retries it",
+           "A charge call that hangs holds a worker and hides the failure from the backoff logic; a "
+           "bounded timeout turns a hang into an ordinary failed attempt that the jittered retry "
+           "schedule already knows how to handle.")  # fmt: skip
 NOTES = ["office plants need watering on Fridays", "the lunch menu rotates weekly",
          "parking permits renew in January", "the design team prefers Figma comments",
          "standup moved to ten thirty", "the coffee machine descales monthly",
@@ -59,7 +68,7 @@ COMPACT_LINE = re.compile(r"^- (?P<text>.+) \((?P<type>[a-z_-]+) (?P<id>[a-z]+-[
 
 @pytest.fixture
 def seeded(data_dir: Path) -> dict[str, str]:
-    """Three records about payment retries (one three days old), one about Postgres, eight unrelated notes."""
+    """Five records about payment retries (one three days old), one about Postgres, eight unrelated notes."""
     three_days_ago = datetime.now(UTC) - timedelta(days=3, hours=2)
     old = Store(data_dir, actor="test", clock=lambda: three_days_ago)
     old.init()
@@ -74,8 +83,12 @@ def seeded(data_dir: Path) -> dict[str, str]:
     pool = capture.remember(store, "Use PgBouncer transaction pooling for billing Postgres", project=project,
                             rationale="asyncpg exhausted RDS connections during the March spike",
                             options=PLAIN)  # fmt: skip
+    breaker = capture.remember(store, BREAKER[0], project="payments-edge", rationale=BREAKER[1], confidence=0.5,
+                               options=PLAIN)  # fmt: skip
+    timeout = capture.remember(store, TIMEOUT[0], project="payments-edge", rationale=TIMEOUT[1], confidence=0.5,
+                               options=PLAIN)  # fmt: skip
     ids = {"backoff": backoff.record.id, "webhook": webhook.record.id, "idempotency": idempotency.record.id,
-           "pool": pool.record.id}  # fmt: skip
+           "pool": pool.record.id, "breaker": breaker.record.id, "timeout": timeout.record.id}  # fmt: skip
     for note in NOTES:
         capture.observe(store, f"Team note: {note}", project="other", options=PLAIN)
     return ids
@@ -157,6 +170,16 @@ def test_invalid_format_is_a_usage_error(cli, seeded: dict[str, str]) -> None:
 
 
 # -- budgets and item counts ----------------------------------------------------------------
+
+
+def test_filler_far_below_the_best_item_is_left_out(cli, seeded: dict[str, str]) -> None:
+    payload = json.loads(context(cli, QUERY, "--format", "json", "--max-items", "20", "--budget-tokens", "100000").stdout)
+    listed = [item["id"] for item in payload["items"]]
+    assert set(listed) == {seeded[k] for k in ("backoff", "webhook", "idempotency", "breaker", "timeout")}
+    scores = [item["score"] for item in payload["items"]]
+    assert min(scores) >= 0.1 * max(scores)
+    search = json.loads(cli("search", QUERY, "--json", "--limit", "20").stdout)["results"]
+    assert len(search) > len(listed)  # search still lists the weak tail; the agent's block does not
 
 
 def test_default_budget_is_500_tokens_and_5_items(cli, seeded: dict[str, str]) -> None:
