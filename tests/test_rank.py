@@ -463,3 +463,41 @@ def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expec
     session = SearchSession(Locations(PROJECT_ROOT / "data", tmp_path / "demo-index"))
     response, _ = search(session, query, SearchOptions(limit=3, now=NOW), log_access=False, use_llm=False)
     assert response.hits[0].id == expected
+
+
+# -- the access log -----------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 2e9), st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=3)),
+                max_size=12),
+       st.integers(0, 11))  # fmt: skip
+def test_access_log_compaction_keeps_every_count_and_last_time(tmp_path_factory, searches, cut: int) -> None:
+    from lore.rank import access
+
+    path = tmp_path_factory.mktemp("access") / "access.jsonl"
+    for ts, ids in searches[:cut]:
+        access.record_access(path, "q", ids, ts)
+    if path.exists():
+        access.compact(path)  # what happens once the file passes MAX_BYTES
+    for ts, ids in searches[cut:]:
+        access.record_access(path, "q", ids, ts)
+    expected: dict[str, tuple[int, float]] = {}
+    for ts, ids in searches:
+        for rid in ids:
+            count, last = expected.get(rid, (0, 0.0))
+            expected[rid] = (count + 1, max(last, round(ts, 3)))
+    assert access.load_stats(path) == expected
+
+
+def test_access_log_compacts_past_its_size_cap_and_skips_damaged_lines(tmp_path, monkeypatch) -> None:
+    from lore.rank import access
+
+    path = tmp_path / "access.jsonl"
+    path.write_bytes(b'{"ts": 5, "ids": ["a"]}\nnot json\n[1, 2]\n{"ts": 7, "ids": ["a", "b"]}\n{"ts": 8, "ids"')
+    assert access.load_stats(path) == {"a": (2, 7.0), "b": (1, 7.0)}  # a torn last line is skipped too
+    monkeypatch.setattr(access, "MAX_BYTES", 200)
+    for n in range(10):
+        access.record_access(path, "query " * 10, ["c"], 100.0 + n)
+    assert path.stat().st_size <= 200 + 120  # compacted, then at most a line or two appended
+    assert access.load_stats(path) == {"a": (2, 7.0), "b": (1, 7.0), "c": (10, 109.0)}

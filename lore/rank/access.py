@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 
 import orjson
@@ -15,14 +14,12 @@ def record_access(path: Path, query: str, ids: list[str], now: float) -> None:
     """Append one line per search (scrubbed query, returned ids); never raises."""
     if not ids:
         return
+    from lore.store.fileio import append_line
+
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        line = orjson.dumps({"ts": round(now, 3), "q": query[:300], "ids": ids}) + b"\n"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        line = orjson.dumps({"ts": round(now, 3), "q": query[:300], "ids": ids})
+        # Not fsynced: losing the last access on a crash is harmless, a glued line is not.
+        append_line(path, line, durable=False, mode=0o600)
         if path.stat().st_size > MAX_BYTES:
             compact(path)
 

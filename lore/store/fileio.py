@@ -72,15 +72,16 @@ def atomic_write(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def append_line(path: Path, line: bytes) -> None:
+def append_line(path: Path, line: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Append one complete line with a single write (caller holds the data lock).
 
     If an earlier crash left a partial last line, start on a fresh line so the
-    new record is never glued onto the broken one.
+    new record is never glued onto the broken one. ``durable=False`` skips the
+    fsync, for derived logs that may lose their last line but not corrupt it.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = line.rstrip(b"\n") + b"\n"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, mode)
     try:
         size = os.fstat(fd).st_size
         if size:
@@ -90,6 +91,7 @@ def append_line(path: Path, line: bytes) -> None:
         written = os.write(fd, payload)
         if written != len(payload):  # pragma: no cover - regular files write fully
             raise OSError(f"short write to {path}")
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
