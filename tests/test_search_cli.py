@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -486,3 +487,53 @@ def test_unknown_stage_or_weight_name_is_a_usage_error(cli, store: Path, option:
     assert result.exit_code == 2, result.stdout
     assert result.stdout == ""
     assert result.stderr.startswith("Error: ") and f"'{named}'" in result.stderr
+
+
+# -- HyDE with a local LLM command ---------------------------------------------------------------
+
+
+def llm_script(tmp_path: Path, body: str) -> str:
+    """A real executable standing in for LORE_LLM_CMD: it logs its stdin, then runs ``body``."""
+    script = tmp_path / "answer-llm"
+    script.write_text(f"#!{sys.executable}\nimport sys\nprompt = sys.stdin.read()\n"
+                      f"open({str(tmp_path / 'prompts.txt')!r}, 'a').write(prompt + '\\n')\n{body}")  # fmt: skip
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.fixture
+def nodes_store(initialised: Path) -> Path:
+    write_jsonl(initialised / "journal/data/decisions.jsonl", [
+        {"id": "dec-0000001a", "timestamp": ago(9), "decision": "Provision capacity with Karpenter",
+         "rationale": "Karpenter launches right-sized instances within a minute of pods going pending"},
+        {"id": "dec-0000001b", "timestamp": ago(9), "decision": "Keep invoices in Postgres",
+         "rationale": "One database for billing data keeps reporting simple"},
+        {"id": "dec-0000001c", "timestamp": ago(9), "decision": "Send emails through SES",
+         "rationale": "Deliverability and bounce handling come for free"},
+    ])  # fmt: skip
+    return initialised
+
+
+def hyde_ranks(cli) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    payload = search_json(cli, "what adds machines when the cluster is full", "--channels", "hyde", "--no-diversity",
+                          "--disable", "threshold")  # fmt: skip
+    return {r["id"]: r["components"]["ranks"]["hyde"] for r in payload["results"]}
+
+
+def test_llm_answer_replaces_the_hyde_template(cli, nodes_store: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    answer = "Karpenter provisions right-sized instances for pending pods. It launches them within a minute."
+    assert hyde_ranks(cli)["dec-0000001a"] != 1  # the template alone does not find it
+    monkeypatch.setenv("LORE_LLM_CMD", llm_script(tmp_path, f"print({answer!r})\n"))
+    assert hyde_ranks(cli)["dec-0000001a"] == 1
+    prompt = (tmp_path / "prompts.txt").read_text()
+    assert "what adds machines when the cluster is full" in prompt and "two sentences" in prompt
+
+
+@pytest.mark.parametrize("body", ["print('half an answer')\nsys.exit(1)\n", "", "import os\nos._exit(0)\n"])
+def test_a_failing_llm_command_falls_back_to_the_template(cli, nodes_store: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch, body: str) -> None:  # fmt: skip
+    template = hyde_ranks(cli)
+    monkeypatch.setenv("LORE_LLM_CMD", llm_script(tmp_path, body))
+    assert hyde_ranks(cli) == template
+    assert (tmp_path / "prompts.txt").exists()  # it was asked, and its failure cost nothing but the answer
