@@ -121,6 +121,56 @@ def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence
         assert scored[case.id] >= scored[plain.id] - 1e-12
 
 
+def _factor(stage_name: str, candidate: Candidate, ctx: QueryContext) -> float | None:
+    (scored,) = apply_stages([candidate], replace(ctx, disabled=frozenset(
+        n for n in ("status", "confidence", "decay", "importance", "reinforcement", "project", "intent", "type")
+        if n != stage_name)))  # fmt: skip
+    return scored.factors.get(stage_name)
+
+
+@pytest.mark.parametrize(("stage", "candidate", "ctx", "expected"), [
+    # confidence: the record's own, default 0.8, floored at 0.05 so a zero never erases evidence
+    ("confidence", _cand(1), QueryContext(now=NOW), 0.8),
+    ("confidence", _cand(1, confidence=0.95), QueryContext(now=NOW), 0.95),
+    ("confidence", _cand(1, confidence=0.0), QueryContext(now=NOW), 0.05),
+    # importance: 1 -> x1.0 ... 5 -> x1.2 (up to +20%)
+    ("importance", _cand(1, importance=1), QueryContext(now=NOW), 1.0),
+    ("importance", _cand(1, importance=3), QueryContext(now=NOW), 1.1),
+    ("importance", _cand(1, importance=5), QueryContext(now=NOW), 1.2),
+    # reinforcement: never returned -> 1.0; 50+ returns just now -> the +15% and +10% caps
+    ("reinforcement", _cand(1), QueryContext(now=NOW), 1.0),
+    ("reinforcement", _cand(1), QueryContext(now=NOW, access={"r1": (50, NOW)}), 1.25),
+    ("reinforcement", _cand(1), QueryContext(now=NOW, access={"r1": (5000, NOW)}), 1.25),
+    ("reinforcement", _cand(1), QueryContext(now=NOW, access={"r1": (50, NOW - 7 * DAY)}), 1.20),
+    ("reinforcement", _cand(1), QueryContext(now=NOW, access={"r1": (1, NOW - 700 * DAY)}),
+     1.0 + 0.15 * math.log1p(1) / math.log1p(50)),
+    # project: x1.5 for the current project, soft (others keep x1.0), no factor without a project
+    ("project", _cand(1, project="p"), QueryContext(now=NOW, project="p"), 1.5),
+    ("project", _cand(1, project="q"), QueryContext(now=NOW, project="p"), 1.0),
+    ("project", _cand(1, project="p"), QueryContext(now=NOW), None),
+    # intent: 1 + 0.25 x the share of --intent values found in tags and intent chain
+    ("intent", _cand(1, tags=("Deploy",), intent_chain=("rollback",)), QueryContext(now=NOW, intents=("deploy", "rollback")), 1.25),
+    ("intent", _cand(1, tags=("deploy",)), QueryContext(now=NOW, intents=("deploy", "rollback")), 1.125),
+    ("intent", _cand(1), QueryContext(now=NOW, intents=("deploy",)), 1.0),
+    # type: the classified intent's preference for the record's kind, 1.0 for kinds it does not name
+    ("type", _cand(1, kind="failure"), QueryContext(now=NOW, type_preferences={"failure": 1.3}), 1.3),
+    ("type", _cand(1, kind="decision"), QueryContext(now=NOW, type_preferences={"failure": 1.3}), 1.0),
+    ("type", _cand(1, kind="decision"), QueryContext(now=NOW), None),
+    # decay: at most 30% of the score, half of that for a record without a time
+    ("decay", _cand(1, time=NOW), QueryContext(now=NOW), 1.0),
+    ("decay", _cand(1, time=NOW - 30 * DAY), QueryContext(now=NOW), 0.85),
+    ("decay", _cand(1, time=NOW - 3000 * DAY), QueryContext(now=NOW), 0.7),
+    ("decay", _cand(1, time=None), QueryContext(now=NOW), 0.85),
+    ("decay", _cand(1, time=NOW + 5 * DAY), QueryContext(now=NOW), 1.0),
+])  # fmt: skip
+def test_each_stage_factor(stage: str, candidate: Candidate, ctx: QueryContext, expected: float | None) -> None:
+    factor = _factor(stage, candidate, ctx)
+    if expected is None:
+        assert factor is None
+    else:
+        assert factor == pytest.approx(expected, abs=1e-9)
+
+
 def test_superseded_hidden_unless_all_then_marked_lower() -> None:
     active, superseded = _cand(1), _cand(2, status="superseded", relevance=0.9)
     assert [c.id for c in rank([active, superseded], QueryContext(now=NOW))] == ["r1"]
