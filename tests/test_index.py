@@ -269,3 +269,18 @@ def test_search_on_a_fresh_index_skips_whoosh_the_store_and_the_write_path(data_
     out = subprocess.run([sys.executable, "-c", SEARCH_IMPORTS], capture_output=True, text=True, check=True, env=env)
     assert '"results"' in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+def test_the_first_records_after_an_empty_index_refresh_it(initialised: Path, cli) -> None:
+    # A new user's first steps: init, search (indexes nothing), remember, search. The
+    # incremental refresh read row 0 of the empty vector matrix and crashed.
+    assert cli("search", "anything").exit_code == 0
+    assert cli("remember", "Use uv for Python packaging", "-r", "Faster installs and a lockfile").exit_code == 0
+    first = orjson.loads(cli("search", "python packaging", "--json").stdout)
+    assert [r["title"] for r in first["results"]] == ["Use uv for Python packaging"]
+    assert cli("remember", "Pin ruff in pre-commit", "-r", "The same lint everywhere").exit_code == 0
+    second = orjson.loads(cli("search", "uv", "--json").stdout)
+    assert second["results"][0]["title"] == "Use uv for Python packaging"
+    assert second["evidence_gap"] is False  # an exact match in a two-record store is evidence
+    status = orjson.loads(cli("index", "status", "--json").stdout)
+    assert status["records"] == 2 and status["stale"] is False

@@ -359,10 +359,14 @@ class IndexManager:
             import numpy as np
 
             fresh = {r.id: i for i, r in enumerate(changed)}
-            # Old rows gathered in one fancy-index read of the memory map, fresh rows filled after.
-            gather = np.asarray([old_rows.get(r.id, 0) for r in records], dtype=np.int64)
-            new_matrix = (np.asarray(old_vectors[gather], dtype=np.float32) if len(records)
-                          else np.zeros((0, old_vectors.shape[1]), dtype=np.float32))  # fmt: skip
+            # Unchanged rows gathered in one fancy-index read of the memory map, fresh rows
+            # filled after. Only rows the old index holds are read: it may hold none at all.
+            dim = old_vectors.shape[1] if old_vectors.ndim == 2 else embedded_changed.shape[1]
+            new_matrix = np.zeros((len(records), dim), dtype=np.float32)
+            kept = [(row, old_rows[r.id]) for row, r in enumerate(records) if r.id not in fresh]
+            if kept:
+                targets, sources = (np.asarray(side, dtype=np.int64) for side in zip(*kept, strict=True))
+                new_matrix[targets] = old_vectors[sources]
             for row, record in enumerate(records):
                 if record.id in fresh:
                     new_matrix[row] = embedded_changed[fresh[record.id]]
