@@ -283,6 +283,17 @@ def test_agreeing_standout_lexical_match_rescues_a_low_cosine() -> None:
     assert assess(standout, 0.2, 0.25).gap is True  # not enough of the query matched
 
 
+def test_rescue_is_reachable_in_a_young_store() -> None:
+    # Two candidates: z is 1 at most, so a fixed 3.0 flagged every exact match there.
+    pair = _dist(0.03, [0.001], ranks={"vector": 1, "bm25": 1})
+    assert assess(pair, 1.0, 0.29).gap is False
+    assert assess(pair, 0.2, 0.29).gap is True  # too little of the query matched
+    few = _dist(0.03, [0.02, 0.019, 0.001], ranks={"vector": 1, "bm25": 1})
+    assert assess(few, 1.0, 0.29).gap is True  # the leader is not near the bound sqrt(n - 1)
+    near = _dist(0.03, [0.001, 0.001, 0.0012], ranks={"vector": 1, "bm25": 1})
+    assert assess(near, 1.0, 0.29).gap is False
+
+
 def test_lexical_only_verdict() -> None:
     def ranked(scores: list[float]) -> list[Candidate]:
         return [_cand(i, relevance=1.0 / (i + 1), ranks={"bm25": i + 1}, channel_scores={"bm25": v})
