@@ -312,3 +312,20 @@ def test_a_reader_that_stops_early_is_not_a_failure(data_dir: Path, output: list
     stderr = process.stderr.read()
     assert process.wait(timeout=60) == 0
     assert stderr == b""
+
+
+def test_an_unexpected_error_is_one_line_and_exit_70_without_debug(initialised: Path, monkeypatch, capsys) -> None:
+    from lore.cli.app import run
+    from lore.store.store import Store
+
+    def broken_load(self):  # type: ignore[no-untyped-def]  # fault injection: a bug deep in the core
+        raise RuntimeError("disk gremlin")
+
+    monkeypatch.setattr(Store, "load", broken_load)
+    assert run(["list"]) == 70
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("Error: unexpected RuntimeError: disk gremlin\n"
+                            "Hint: this is a bug in lore; run the command again with --debug for the traceback\n")  # fmt: skip
+    with pytest.raises(RuntimeError, match="disk gremlin"):
+        run(["--debug", "list"])

@@ -165,6 +165,9 @@ def _register() -> None:
 _register()
 
 
+INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE (sysexits.h)
+
+
 def run(args: list[str]) -> int:
     """Run the CLI with ``args``; return the process exit code."""
     try:
@@ -182,4 +185,10 @@ def run(args: list[str]) -> int:
         return 0
     except KeyboardInterrupt:
         return 130
+    except Exception as error:  # a bug in lore: one clear line, the traceback only on request
+        if "--debug" in args:
+            raise
+        report_error(LoreError(f"unexpected {type(error).__name__}: {error}",
+                               hint="this is a bug in lore; run the command again with --debug for the traceback"))  # fmt: skip
+        return INTERNAL_ERROR_EXIT
     return 0
