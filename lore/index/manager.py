@@ -365,8 +365,8 @@ class IndexManager:
             new_matrix = np.zeros((len(records), dim), dtype=np.float32)
             kept = [(row, old_rows[r.id]) for row, r in enumerate(records) if r.id not in fresh]
             if kept:
-                targets, sources = (np.asarray(side, dtype=np.int64) for side in zip(*kept, strict=True))
-                new_matrix[targets] = old_vectors[sources]
+                new_positions, old_positions = (np.asarray(side, dtype=np.int64) for side in zip(*kept, strict=True))
+                new_matrix[new_positions] = old_vectors[old_positions]
             for row, record in enumerate(records):
                 if record.id in fresh:
                     new_matrix[row] = embedded_changed[fresh[record.id]]
