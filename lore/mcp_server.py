@@ -36,7 +36,7 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import FastMCP as _ServerClass  # type: ignore[no-redef,attr-defined]
 
 from lore import __version__
-from lore.errors import DuplicateError, LoreError, NotFoundError, UsageError
+from lore.errors import DuplicateError, LoreError, UsageError
 from lore.paths import Locations
 from lore.store.records import KINDS, RELATIONS
 
@@ -260,15 +260,11 @@ class LoreMCP:
 
 def _resolve_id(ids: list[str], wanted: str) -> str:
     """An exact id, or a unique prefix of 6+ characters (as ``Snapshot.get``)."""
-    if wanted in set(ids):
-        return wanted
-    matches = [rid for rid in ids if rid.startswith(wanted)] if len(wanted) >= 6 else []
-    if len(matches) == 1:
-        return matches[0]
     if not wanted:
         raise UsageError("a record id is required")
-    hint = f"did you mean {', '.join(matches[:5])}?" if matches else "find ids with the search tool"
-    raise NotFoundError(f"no record with id {wanted!r}", hint=hint)
+    from lore.store.store import resolve_id
+
+    return resolve_id(ids, wanted, hint="find ids with the search tool")
 
 
 def build_server(lore: LoreMCP) -> Any:

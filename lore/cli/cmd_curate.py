@@ -123,5 +123,6 @@ def audit_log(
             typer.echo(orjson.dumps(entry).decode())
         else:
             detail = entry.get("detail")
-            extra = " " + " ".join(f"{k}={v}" for k, v in detail.items()) if isinstance(detail, dict) else ""
+            shown = {k: v for k, v in detail.items() if v is not None} if isinstance(detail, dict) else {}
+            extra = "".join(f" {k}={v}" for k, v in shown.items())
             typer.echo(f"{entry.get('seq'):>5} {entry.get('timestamp')} {entry.get('op'):<9} {entry.get('id')} {entry.get('actor')}{extra}")

@@ -107,7 +107,10 @@ def index_status(
         typer.echo(f"State: missing ({status.reason}); run `lore index`")
         return
     typer.echo(f"State: {'stale (' + status.reason + ')' if status.stale else 'up to date'}")
-    typer.echo(f"Records: {payload['records']} (" + ", ".join(f"{k} {v}" for k, v in payload["counts"].items()) + ")")
+    from lore.render.records import KIND_LABEL
+
+    counts = ", ".join(f"{KIND_LABEL.get(k, k)} {v}" for k, v in payload["counts"].items())
+    typer.echo(f"Records: {payload['records']} ({counts})")
     typer.echo(f"Embeddings: {payload['model'] if payload['embeddings'] else 'none (lexical only)'}")
     typer.echo(f"Size: {status.size_bytes / 1024 / 1024:.1f} MB")
     typer.echo(f"Built: {payload['built_at']}, updated {payload['updated_at']} (revision {payload['revision']})")

@@ -54,9 +54,9 @@ def show(
     links = []
     for edge in snapshot.edges:
         if edge.source == record.id:
-            links.append(("out", edge.relation, snapshot.records.get(edge.target)))
+            links.append(("out", edge.relation, edge.target, snapshot.records.get(edge.target)))
         elif edge.target == record.id:
-            links.append(("in", edge.relation, snapshot.records.get(edge.source)))
+            links.append(("in", edge.relation, edge.source, snapshot.records.get(edge.source)))
     typer.echo(show_text(record, _now(), links), nl=False)
 
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from lore.render.text import age, one_line
+from lore.render.text import age, one_line, shorten
 from lore.store.records import Record
 
 KIND_LABEL = {
     "decision": "decision", "pattern": "pattern", "anti_pattern": "anti-pattern", "lesson": "lesson",
     "handoff": "handoff", "failure": "failure", "observation": "observation",
 }  # fmt: skip
+
+
+LESSON_FIELDS = (
+    ("Situation", "situation", "context"), ("Error pattern", "error_pattern", "problem"), ("Oversight", "oversight", None),
+    ("Fix", "fix", "solution"), ("Rule", "rule", None), ("Inverse", "inverse", None),
+)  # fmt: skip
 
 
 def date_of(record: Record) -> str:
@@ -22,7 +28,7 @@ def date_of(record: Record) -> str:
 def list_line(record: Record, width: int = 72) -> str:
     title = one_line(record.title)
     if len(title) > width:
-        title = title[: width - 1] + "…"
+        title = shorten(title, width) or title[: width - 1] + "…"  # a word longer than the width: cut it
     marker = "" if record.active else f" [{record.status}]"
     return f"{record.id:<24} {date_of(record)}  {KIND_LABEL[record.kind]:<12} {record.project or '-':<14} {title}{marker}"
 
@@ -33,8 +39,8 @@ def _lines(label: str, values: list[str]) -> list[str]:
     return [f"{label}:"] + [f"  - {one_line(v)}" for v in values]
 
 
-def show_text(record: Record, now: datetime, links: list[tuple[str, str, Record | None]] | None = None) -> str:
-    """Full readable record. ``links`` are (direction, relation, other record)."""
+def show_text(record: Record, now: datetime, links: list[tuple[str, str, str, Record | None]] | None = None) -> str:
+    """Full readable record. ``links`` are (direction, relation, other id, other record or None if missing)."""
     raw = record.raw
     head = f"{record.id}  {KIND_LABEL[record.kind]}  {record.project or '-'}  {date_of(record)} ({age(record.timestamp, now)} ago)"
     out = [head, one_line(record.title), ""]
@@ -48,8 +54,14 @@ def show_text(record: Record, now: datetime, links: list[tuple[str, str, Record 
         out.extend(_lines("Alternatives", [str(a) for a in raw.get("alternatives") or []]))
         add("Lesson learned", raw.get("lesson_learned"))
     elif record.kind in ("pattern", "lesson"):
-        for key in ("context", "problem", "solution", "situation", "error_pattern", "oversight", "fix", "rule", "inverse"):
-            add(key.replace("_", " ").capitalize(), raw.get(key))
+        if record.kind == "lesson":
+            # `lore lesson` copies situation, error pattern and fix into the pattern fields
+            # (for readers of plain patterns): show each text once, as `lore lesson show` does.
+            for label, key, fallback in LESSON_FIELDS:
+                add(label, raw.get(key) or (raw.get(fallback) if fallback else None))
+        else:
+            for key in ("context", "problem", "solution", "situation", "error_pattern", "oversight", "fix", "rule", "inverse"):
+                add(key.replace("_", " ").capitalize(), raw.get(key))
         for example in raw.get("examples") or []:
             if isinstance(example, dict):
                 for key in ("bad", "good"):
@@ -89,11 +101,10 @@ def show_text(record: Record, now: datetime, links: list[tuple[str, str, Record 
         out.append(f"Retracted: {raw['retracted_reason']}")
     if links:
         out.append("Links:")
-        for direction, relation, other in links:
+        for direction, relation, other_id, other in links:
             other_text = f"[{KIND_LABEL[other.kind]}] {one_line(other.title)}" if other else "(missing record)"
             arrow = f"-> {relation} ->" if direction == "out" else f"<- {relation} <-"
-            target_id = other.id if other else "?"
-            out.append(f"  {arrow} {target_id} {other_text}")
+            out.append(f"  {arrow} {other_id} {other_text}")
     return "\n".join(out).rstrip() + "\n"
 
 

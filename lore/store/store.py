@@ -69,6 +69,20 @@ class Edge:
     line: int | None = None  # line in graph.json, for located reports
 
 
+def resolve_id(ids: Iterable[str], wanted: str, *, hint: str = "list ids with `lore list`") -> str:
+    """An exact id, or a unique prefix of 6+ characters; a clear error otherwise."""
+    known = ids if isinstance(ids, (set, dict)) else set(ids)
+    if wanted in known:
+        return wanted
+    matches = sorted(rid for rid in known if rid.startswith(wanted)) if len(wanted) >= 6 else []
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
+        raise NotFoundError(f"ambiguous id prefix {wanted!r}: {len(matches)} records match", hint=f"did you mean {shown}?")
+    raise NotFoundError(f"no record with id {wanted!r}", hint=hint)
+
+
 @dataclass
 class Snapshot:
     """Everything in the data dir at one moment, resolved to records and edges."""
@@ -80,14 +94,7 @@ class Snapshot:
     duplicate_ids: dict[str, list[tuple[Path, int | None]]] = field(default_factory=dict)
 
     def get(self, record_id: str) -> Record:
-        record = self.records.get(record_id)
-        if record is None:
-            matches = [rid for rid in self.records if rid.startswith(record_id)] if len(record_id) >= 6 else []
-            if len(matches) == 1:
-                return self.records[matches[0]]
-            hint = f"did you mean {', '.join(matches[:5])}?" if matches else "list ids with `lore list`"
-            raise NotFoundError(f"no record with id {record_id!r}", hint=hint)
-        return record
+        return self.records[resolve_id(self.records, record_id)]
 
     def of_kind(self, *kinds: str) -> list[Record]:
         return [r for r in self.records.values() if r.kind in kinds]
