@@ -497,6 +497,14 @@ def test_audit_log_leaves_out_details_that_were_not_given(cli, audited: tuple[Pa
     assert last.endswith(f"unlink    {first} test to={second}"), last  # not "relation=None"
 
 
+def test_audit_log_for_a_record_includes_links_to_it(cli, audited: tuple[Path, list[dict]]) -> None:
+    _, entries = audited
+    first, second = entries[0]["id"], entries[1]["id"]
+    ops = [line.split()[2] for line in cli("audit", "log", "--id", second).stdout.splitlines()]
+    assert ops == ["retain", "link", "retract"]  # the link was written under the first record
+    assert [line.split()[2] for line in cli("audit", "log", "--id", first).stdout.splitlines()] == ["retain", "link"]
+
+
 def test_list_shortens_long_titles_at_a_word(cli, initialised: Path) -> None:
     title = "Route every outbound payment provider call through one client with shared timeouts and retries"
     assert cli("remember", title, "-r", "One place to tune").exit_code == 0
@@ -511,10 +519,11 @@ def test_audit_log_json_and_id_filter(cli, audited: tuple[Path, list[dict]]) -> 
     assert cli("audit", "log", "--json").stdout == path.read_text()  # the stored lines, verbatim
     second = entries[1]["id"]
     filtered = cli("audit", "log", "--id", second, "--json").stdout
-    assert [orjson.loads(line) for line in filtered.splitlines()] == [entries[1], entries[3]]
+    assert [orjson.loads(line) for line in filtered.splitlines()] == [entries[1], entries[2], entries[3]]
     text = cli("audit", "log", "--id", second).stdout
     assert text == (
         f"    2 {entries[1]['timestamp']} retain    {second} test\n"
+        f"    3 {entries[2]['timestamp']} link      {entries[0]['id']} test to={second} relation=relates_to\n"
         f"    4 {entries[3]['timestamp']} retract   {second} test reason=Memory was raised\n"
     )
     nothing = cli("audit", "log", "--id", "obs-00000000")

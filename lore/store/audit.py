@@ -151,11 +151,17 @@ def verify(data_dir: Path) -> tuple[int, AuditProblem | None]:
 
 
 def history(data_dir: Path, record_id: str | None = None) -> list[dict[str, Any]]:
+    """Every readable entry, or those about ``record_id``: as the subject or as an edge's target."""
     return [
         entry
         for _, entry, _ in iter_entries(data_dir)
-        if entry is not None and (record_id is None or entry.get("id") == record_id)
+        if entry is not None and (record_id is None or record_id in (entry.get("id"), _edge_target(entry)))
     ]
+
+
+def _edge_target(entry: dict[str, Any]) -> Any:
+    detail = entry.get("detail")
+    return detail.get("to") if isinstance(detail, dict) else None
 
 
 def actor_from_env(channel: str = "cli") -> str:
