@@ -102,6 +102,19 @@ def test_scores_equal_a_textbook_bm25f(tmp_path_factory: pytest.TempPathFactory,
     assert np.allclose(index.scores(analysis.unique_terms(query)), reference_scores(docs, query), rtol=1e-5, atol=1e-6)
 
 
+@settings(max_examples=60, deadline=None)
+@given(documents, st.lists(st.sampled_from([*WORDS, "zebra"]), min_size=1, max_size=4).map(" ".join))
+def test_coverage_is_the_idf_share_of_query_terms_each_record_holds(tmp_path_factory: pytest.TempPathFactory,
+                                                                    docs: list[tuple[str, str]], query: str) -> None:  # fmt: skip
+    index = index_of(docs, tmp_path_factory.mktemp("bm25"))
+    terms = analysis.unique_terms(query)
+    idf = index.idf_of(terms)
+    rows = np.arange(len(docs), dtype=np.int32)[::-1]  # any order
+    expected = [sum(idf[t] for t in terms if t in set(analysis.terms(" ".join(docs[r])))) / sum(idf.values())
+                if terms else 0.0 for r in rows]  # fmt: skip
+    assert np.allclose(index.coverage(terms, rows), expected)
+
+
 def test_search_ranks_by_score_breaks_ties_by_row_and_honours_the_mask(tmp_path: Path) -> None:
     docs = [("stripe retry", ""), ("postgres pool", "retry"), ("stripe retry", ""), ("nothing", "relevant")]
     index = index_of(docs, tmp_path)
@@ -236,7 +249,9 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
                                   " ".join(["Separate words with dots."] * (i + 1)))
              for i in range(6)]  # fmt: skip
     corpora.write_decisions(data_dir, raws)
-    options = SearchOptions(channels=("bm25", "graph"), now=corpora.epoch("2026-11-20T00:00:00Z"))
+    # Coverage off: it would keep the full match first, and this is about the gap's evidence.
+    options = SearchOptions(channels=("bm25", "graph"), now=corpora.epoch("2026-11-20T00:00:00Z"),
+                            disabled_stages=frozenset({"coverage"}))  # fmt: skip
     response, _ = search(SearchSession(Locations.resolve(data_dir)), "kafka consumer lag partition rebalance", options,
                          log_access=False, use_llm=False)  # fmt: skip
     assert response.hits[0].id != "dec-00000001"  # the stages put a fresh record first

@@ -123,8 +123,8 @@ def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence
 
 def _factor(stage_name: str, candidate: Candidate, ctx: QueryContext) -> float | None:
     (scored,) = apply_stages([candidate], replace(ctx, disabled=frozenset(
-        n for n in ("status", "confidence", "decay", "importance", "reinforcement", "project", "intent", "type")
-        if n != stage_name)))  # fmt: skip
+        n for n in ("status", "confidence", "decay", "importance", "reinforcement", "project", "intent", "type",
+                    "coverage") if n != stage_name)))  # fmt: skip
     return scored.factors.get(stage_name)
 
 
@@ -156,6 +156,11 @@ def _factor(stage_name: str, candidate: Candidate, ctx: QueryContext) -> float |
     ("type", _cand(1, kind="failure"), QueryContext(now=NOW, type_preferences={"failure": 1.3}), 1.3),
     ("type", _cand(1, kind="decision"), QueryContext(now=NOW, type_preferences={"failure": 1.3}), 1.0),
     ("type", _cand(1, kind="decision"), QueryContext(now=NOW), None),
+    # coverage: 0.6 + 0.4 x the share of the query's idf mass the record holds; none without BM25
+    ("coverage", _cand(1, coverage=1.0), QueryContext(now=NOW), 1.0),
+    ("coverage", _cand(1, coverage=0.0), QueryContext(now=NOW), 0.6),
+    ("coverage", _cand(1, coverage=0.5), QueryContext(now=NOW), 0.8),
+    ("coverage", _cand(1), QueryContext(now=NOW), None),
     # decay: at most 30% of the score, half of that for a record without a time
     ("decay", _cand(1, time=NOW), QueryContext(now=NOW), 1.0),
     ("decay", _cand(1, time=NOW - 30 * DAY), QueryContext(now=NOW), 0.85),

@@ -137,7 +137,8 @@ def test_json_has_the_documented_shape(cli, store: Path) -> None:
         "status": "active",
     }
     assert top["components"]["ranks"]["bm25"] == 1
-    assert set(top["components"]["factors"]) == {"confidence", "decay", "importance", "reinforcement", "project", "type"}
+    assert set(top["components"]["factors"]) == {"confidence", "decay", "importance", "reinforcement", "project", "type",
+                                                  "coverage"}
     assert by_id["fail-0000000a"]["type"] == "failure" and by_id["fail-0000000a"]["title"] == "Timeout: Stripe webhook handler took 31s"
     # Sorted by score without diversity.
     scores = [r["score"] for r in payload["results"]]
@@ -169,13 +170,13 @@ def test_terminal_listing_exact(cli, store: Path) -> None:
     result = cli("search", STRIPE, "--disable", "decay", "--limit", "3")
     assert result.exit_code == 0 and result.stderr == ""
     assert result.stdout == (
-        " 1. [failure] fail-0000000a  acme-api  1d  score 1.608\n"
-        "    Timeout: Stripe webhook handler took 31s\n"
-        "    Stripe webhook handler took 31s pytest\n"
-        " 2. [decision] dec-0000000a  acme-api  3d  score 1.380\n"
+        " 1. [decision] dec-0000000a  acme-api  3d  score 1.380\n"
         "    Retry failed Stripe charges with exponential backoff\n"
         "    Stripe rate limits bursts; full jitter spreads the retries out over a minute\n"
-        " 3. [observation] obs-0000000a  billing-api  2d  score 0.812\n"
+        " 2. [failure] fail-0000000a  acme-api  1d  score 1.073\n"
+        "    Timeout: Stripe webhook handler took 31s\n"
+        "    Stripe webhook handler took 31s pytest\n"
+        " 3. [observation] obs-0000000a  billing-api  2d  score 0.542\n"
         "    Stripe webhooks arrive out of order\n"
     )
 
@@ -217,7 +218,7 @@ def test_piped_output_keeps_long_lines_whole(cli, initialised: Path) -> None:
     ])  # fmt: skip
     lines = cli("search", STRIPE, "--explain").stdout.splitlines()
     assert f"    {title.strip()}" in lines  # not hard-wrapped at 100 columns for grep
-    assert any(re.fullmatch(r"    score = relevance .* × type \d\.\d{3} = \d+\.\d{3}", line) for line in lines)
+    assert any(re.fullmatch(r"    score = relevance .* × coverage \d\.\d{3} = \d+\.\d{3}", line) for line in lines)
     assert all(not line or line.startswith((" ", "[EVIDENCE GAP", "intent ", "timings ")) for line in lines)
 
 
@@ -286,7 +287,7 @@ def test_explain_shows_every_channel_rank_rrf_share_and_factor(cli, store: Path)
         assert match, score_line
         factors = [(f.rsplit(" ", 1)[0], float(f.rsplit(" ", 1)[1])) for f in match.group(3).split(" × ")]
         names = [name for name, _ in factors]
-        every_stage = ["confidence", "decay", "importance", "reinforcement", "project", "intent", "type"]
+        every_stage = ["confidence", "decay", "importance", "reinforcement", "project", "intent", "type", "coverage"]
         assert names == (["status", *every_stage] if record_id == "dec-0000000e" else every_stage)
         assert dict(factors)["project"] == (1.5 if expected[record_id]["project"] == "acme-api" else 1.0)
         tagged = {"dec-0000000a", "dec-0000000e", "obs-0000000a"}  # tags payments / Payments

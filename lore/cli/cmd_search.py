@@ -82,7 +82,7 @@ def search(
     channels: str | None = typer.Option(None, "--channels", help="Comma-separated subset of bm25,vector,hyde,graph."),
     weights: str | None = typer.Option(None, "--weights", help="Fixed channel weights, e.g. vector=1,hyde=0.8,bm25=0.6 (default: set per query by BM25's evidence)."),
     no_diversity: bool = typer.Option(False, "--no-diversity", help="Plain top-k instead of MMR."),
-    disable: list[str] | None = typer.Option(None, "--disable", help="Switch off a scoring stage (repeatable): status, confidence, decay, importance, reinforcement, project, intent, type, threshold."),
+    disable: list[str] | None = typer.Option(None, "--disable", help="Switch off a scoring stage (repeatable): status, confidence, decay, importance, reinforcement, project, intent, type, coverage, threshold."),
     explain: bool = typer.Option(False, "--explain", help="Show every channel's rank and every factor."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (stable; see docs/search.md)."),
 ) -> None:

@@ -261,6 +261,28 @@ class Bm25Index:
         term_id = self.term_id(term)
         return 0 if term_id is None else int(self.offsets[term_id + 1] - self.offsets[term_id])
 
+    def coverage(self, query_terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
+        """For each of ``rows``, the share of the query's idf mass it contains (0 to 1)."""
+        import numpy as np
+
+        terms = list(dict.fromkeys(query_terms))
+        share = np.zeros(len(rows), dtype=np.float64)
+        idf = self.idf_of(terms)
+        total = sum(idf.values())
+        if not len(rows) or total <= 0:
+            return share
+        for term in terms:
+            term_id = self.term_id(term)
+            if term_id is None:
+                continue
+            # A term's rows are stored in ascending order: membership is a binary search.
+            posting = self.rows[int(self.offsets[term_id]) : int(self.offsets[term_id + 1])]
+            if not len(posting):  # still in the vocabulary, no longer in any record
+                continue
+            at = np.minimum(np.searchsorted(posting, rows), len(posting) - 1)
+            share += idf[term] * (posting[at] == rows)
+        return share / total
+
     def scores(self, query_terms: Sequence[str]) -> np.ndarray:
         """BM25F score of every row (0 where no term matches); each distinct term counts once."""
         import numpy as np

@@ -275,6 +275,9 @@ def run(
             base, ranks=ranks, fused=score, relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
             channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
         ))  # fmt: skip
+    if candidates and query_terms and "bm25" in opts.channels and "coverage" not in opts.disabled_stages:
+        shares = reader.bm25.coverage(query_terms, np.asarray([c.row for c in candidates], dtype=np.int32))
+        candidates = [replace(c, coverage=float(share)) for c, share in zip(candidates, shares, strict=True)]
     t = lap("fusion", t)
 
     ctx = QueryContext(

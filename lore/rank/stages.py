@@ -42,6 +42,8 @@ class Candidate:
     # cosine to the most similar hit placed above (None for the first pick).
     score_rank: int | None = None
     max_similarity: float | None = None
+    # Share of the query's idf mass the record contains (None: no lexical channel or no terms).
+    coverage: float | None = None
 
     @property
     def score(self) -> float:
@@ -68,6 +70,11 @@ class StageSettings:
     # score ** (1 / relevance_sharpness) is below it.
     min_score: float = 0.05
     status_penalty: float = 0.5  # superseded/retracted shown with --all
+    # Rank fusion sees only ranks: a record holding every query word and one holding a
+    # single common word can sit one rank apart. Coverage (idf-weighted) takes up to 40%
+    # of the score from records that lack the query's words; 0.4 is the best weight on
+    # SciFact's training queries (docs/search.md, "Query coverage").
+    coverage_weight: float = 0.4
     relevance_sharpness: float = RELEVANCE_SHARPNESS
 
 
@@ -163,6 +170,12 @@ def intent_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Can
     return result
 
 
+def coverage_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
+    """Records holding more of the query's (idf-weighted) words keep more of their score."""
+    w = ctx.settings.coverage_weight
+    return [c if c.coverage is None else c.with_factor("coverage", 1.0 - w + w * c.coverage) for c in candidates]
+
+
 def type_preference_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
     """The classified query intent's preference for record types (fix_bug favours failures...)."""
     if not ctx.type_preferences:
@@ -179,6 +192,7 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("project", project_stage),
     ("intent", intent_stage),
     ("type", type_preference_stage),
+    ("coverage", coverage_stage),
 )
 
 
