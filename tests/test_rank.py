@@ -92,6 +92,16 @@ def _cand(i: int, **kw) -> Candidate:
     return Candidate(**defaults)  # type: ignore[arg-type]
 
 
+def test_evolve_is_replace_without_its_cost() -> None:
+    base = _cand(1, factors={"confidence": 0.8}, tags=("a",))
+    changed = base.evolve(coverage=0.5, relevance=0.25)
+    assert changed == replace(base, coverage=0.5, relevance=0.25)
+    assert (base.coverage, base.relevance) == (None, 0.5)  # the original is untouched
+    assert base.with_factor("decay", 0.9).factors == {"confidence": 0.8, "decay": 0.9} and base.factors == {"confidence": 0.8}
+    with pytest.raises(TypeError, match="coverag"):
+        base.evolve(coverag=1.0)
+
+
 def test_decay_stage_prefers_recent_and_keeps_old_relevant_visible() -> None:
     ctx = QueryContext(now=NOW)
     fresh, old = decay_stage([_cand(1, time=NOW), _cand(2, time=NOW - 900 * DAY)], ctx)

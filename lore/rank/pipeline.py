@@ -270,14 +270,14 @@ def run(
         base = candidate_at(reader, row)
         if opts.intents:
             chain = reader.table.doc(row).get("intent_chain") or []
-            base = replace(base, intent_chain=tuple(str(c) for c in chain if c))
-        candidates.append(replace(
-            base, ranks=ranks, fused=score, relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
+            base = base.evolve(intent_chain=tuple(str(c) for c in chain if c))
+        candidates.append(base.evolve(
+            ranks=ranks, fused=score, relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
             channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
         ))  # fmt: skip
     if candidates and query_terms and "bm25" in opts.channels and "coverage" not in opts.disabled_stages:
         shares = reader.bm25.coverage(query_terms, np.asarray([c.row for c in candidates], dtype=np.int32))
-        candidates = [replace(c, coverage=float(share)) for c, share in zip(candidates, shares, strict=True)]
+        candidates = [c.evolve(coverage=float(share)) for c, share in zip(candidates, shares, strict=True)]
     t = lap("fusion", t)
 
     ctx = QueryContext(

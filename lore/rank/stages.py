@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 from lore.rank.fusion import RELEVANCE_SHARPNESS
 
@@ -50,7 +51,20 @@ class Candidate:
         return self.relevance * math.prod(self.factors.values())
 
     def with_factor(self, name: str, value: float) -> Candidate:
-        return replace(self, factors={**self.factors, name: value})
+        return self.evolve(factors={**self.factors, name: value})
+
+    def evolve(self, **changes: Any) -> Candidate:
+        """A copy with ``changes``: ``dataclasses.replace`` without its per-field checks.
+
+        Every stage copies every candidate; ``replace`` re-runs ``__init__`` over all
+        fields and was half the pipeline's time (about 5 us a copy, 400 copies a query).
+        """
+        if not changes.keys() <= self.__dict__.keys():
+            raise TypeError(f"Candidate has no field {sorted(changes.keys() - self.__dict__.keys())[0]!r}")
+        copy = object.__new__(Candidate)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
 
 
 @dataclass(frozen=True)
