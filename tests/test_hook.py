@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lore import capture
 from lore.capture import WriteOptions
@@ -242,3 +244,32 @@ def test_vector_cost_estimate_grows_with_the_store() -> None:
     large = vector_cost_estimate({"counts": {"decision": 40_000, "pattern": 10_000}})
     assert ENCODER_LOAD_S < small < large
     assert vector_cost_estimate({}) == vector_cost_estimate({"counts": "corrupt"}) < small
+
+
+_json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                            max_leaves=8)  # fmt: skip
+_events = st.fixed_dictionaries({}, optional={
+    "prompt": st.text(max_size=400) | _json_values, "session_id": st.text(max_size=40) | _json_values,
+    "cwd": st.text(max_size=40) | _json_values, "hook_event_name": st.just("UserPromptSubmit"),
+})  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=st.one_of(_events.map(json.dumps), _json_values.map(json.dumps), st.text(max_size=200),
+                         st.binary(max_size=200)))  # fmt: skip
+def test_any_input_gives_exit_0_and_valid_hook_json_or_nothing(indexed: Path, payload: str | bytes) -> None:
+    """The in-process hook, fed anything: it returns 0 and writes one valid hook document or nothing."""
+    import io
+
+    from lore.hook import run_prompt_hook
+
+    raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
+    out = io.StringIO()
+    assert run_prompt_hook([], stdin=io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape"),
+                           stdout=out) == 0  # fmt: skip
+    written = out.getvalue()
+    if written:
+        document = json.loads(written)
+        assert list(document) == ["hookSpecificOutput"]
+        assert 0 < len(document["hookSpecificOutput"]["additionalContext"]) <= 1500
