@@ -466,7 +466,7 @@ def test_current_project_is_boosted_among_equals(cli, initialised: Path) -> None
         (["--weights", "vector=lots"], "Error: cannot read weight 'vector=lots'\n"
                                        "Hint: use --weights vector=1,hyde=0.8,bm25=0.6\n"),
         (["--type", "decisions-ish"], "Error: unknown record type 'decisions-ish'\n"
-                                      "Hint: types: decision, pattern, anti_pattern, lesson, handoff, failure, observation\n"),
+                                      "Hint: types: decision, pattern, anti-pattern, lesson, handoff, failure, observation\n"),
         (["--channels", "bm25,vectors"], "Error: unknown channel 'vectors'\nHint: channels: bm25, vector, hyde, graph\n"),
     ],
 )  # fmt: skip
@@ -474,6 +474,14 @@ def test_bad_input_is_a_usage_error(cli, store: Path, tmp_path: Path, option: li
     result = cli("search", STRIPE, *option)
     assert (result.exit_code, result.stdout, result.stderr) == (2, "", stderr)
     assert access_lines(tmp_path) == []
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\t\n"])
+def test_an_empty_query_is_a_usage_error(cli, store: Path, query: str) -> None:
+    result = cli("search", query)
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("Error: the query is empty\n"
+                             "Hint: say what you want to remember, or list records with `lore list`\n")  # fmt: skip
 
 
 @pytest.mark.parametrize(

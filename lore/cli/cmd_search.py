@@ -91,6 +91,8 @@ def search(
     from lore.search import SearchSession
     from lore.search import search as run_search
 
+    if not query.strip():
+        raise UsageError("the query is empty", hint="say what you want to remember, or list records with `lore list`")
     st = state(ctx)
     require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,

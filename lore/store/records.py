@@ -49,7 +49,8 @@ ID_PREFIX_KIND = {
 def normalise_kind(value: str) -> str:
     kind = _KIND_ALIASES.get(value.strip().lower())
     if kind is None:
-        raise UsageError(f"unknown record type {value!r}", hint="types: " + ", ".join(KINDS))
+        # Spelled as users type them (anti-pattern), not as stored (anti_pattern).
+        raise UsageError(f"unknown record type {value!r}", hint="types: " + ", ".join(k.replace("_", "-") for k in KINDS))
     return kind
 
 
