@@ -141,6 +141,8 @@ class LoreMCP:
     def run_search(self, query: str, options: Any) -> tuple[Any, Any]:
         from lore.search import search
 
+        if not query.strip():
+            raise UsageError("the query is empty", hint="say what the memory should be about")
         self.store().require()
         return search(self.session, query, options, policy=os.environ.get("LORE_INDEX_REFRESH", "refresh"))
 

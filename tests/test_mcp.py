@@ -117,6 +117,8 @@ async def read_calls(session: ClientSession, ids: dict[str, str], out: dict[str,
     out["filtered"] = await call(session, "search", query="backoff", type="pattern", limit=5)
     out["bad_type"] = await call(session, "search", query="backoff", type="spaceship")
     out["gap"] = await call(session, "search", query="zyxxqv wuggle frobnicator")
+    out["empty"] = await call(session, "search", query="  ")
+    out["empty_context"] = await call(session, "context", query="")
     out["context"] = await call(
         session, "context", query="Postgres connection pooling with PgBouncer", budget_tokens=300
     )
@@ -146,6 +148,8 @@ def check_reads(out: dict[str, dict[str, Any]], ids: dict[str, str]) -> None:
 
     assert not out["gap"]["isError"]
     assert GAP_LINE in out["gap"]["text"]
+    for empty in (out["empty"], out["empty_context"]):
+        assert empty["isError"] and "the query is empty" in empty["text"]
 
     context = out["context"]
     assert not context["isError"]
