@@ -55,9 +55,6 @@ def null_statistics(null_vectors: Any, record_vectors: Any) -> tuple[float, floa
     return float(top.mean()), float(top.std())
 
 
-SMALL_LIST_Z_SHARE = 0.9
-
-
 @dataclass(frozen=True)
 class GapSettings:
     # Calibrated on tests/data/known_item_questions.jsonl (5,000 git commits, bundled
@@ -73,6 +70,10 @@ class GapSettings:
     null_mean: float | None = None
     null_std: float | None = None
     rescue_z: float = 3.0
+    # Among n candidates the best z-score attainable is sqrt(n - 1) (every other one
+    # tied), so with fewer than ten the rescue could never fire and a young store
+    # flagged its own exact matches. There the leader must reach this share of that bound.
+    rescue_small_list_share: float = 0.9
 
     @property
     def floor(self) -> float:
@@ -171,10 +172,7 @@ def assess(candidates: Sequence[Candidate], term_coverage: float, query_cosine: 
     cosine = query_cosine
     if cosine >= s.floor:
         return verdict(False, cosine, "semantic similarity above the floor")
-    # Among n candidates the best z-score attainable is sqrt(n - 1) (every other one
-    # tied), so with fewer than ten the rescue could never fire and a young store
-    # flagged its own exact matches. There the leader must come close to that bound.
-    needed_z = min(s.rescue_z, SMALL_LIST_Z_SHARE * math.sqrt(max(len(values) - 1, 0)))
+    needed_z = min(s.rescue_z, s.rescue_small_list_share * math.sqrt(max(len(values) - 1, 0)))
     if agreeing >= 2 and z >= needed_z and term_coverage >= s.rescue_coverage:
         return verdict(False, cosine, "channels agree on a standout lexical match")
     return verdict(True, cosine, "best similarity below the floor")
