@@ -9,6 +9,7 @@ agent can fetch the full record with ``lore show``.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -65,9 +66,17 @@ class ContextBlock:
     fenced: bool = False
 
 
+_FENCE_TAG = re.compile(r"<(?=\s*/?\s*lore-memory)", re.IGNORECASE)
+
+
+def defang(text: str) -> str:
+    """Stored text must not open or close the fence that marks it as data (prompt injection)."""
+    return _FENCE_TAG.sub("‹", text)
+
+
 def _item_text(reader: Any, hit: Candidate) -> str:
     doc = reader.table.doc(hit.row)
-    return one_line(strip_control(doc.get("summary") or doc["title"]))
+    return defang(one_line(strip_control(doc.get("summary") or doc["title"])))
 
 
 def _meta(item: ContextItem, fmt: str) -> str:
@@ -145,9 +154,10 @@ def assemble(
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
         text = _item_text(reader, hit)
         if hit.path:
-            text = f"{text} (via {one_line(hit.path[0])})"
+            text = f"{text} (via {defang(one_line(hit.path[0]))})"
         items.append(ContextItem(hit.id, hit.kind, text, round(hit.confidence, 2), age(moment, now_dt), round(hit.score, 4),
-                                 path=hit.path, notes=hit.notes, represents=hit.represents))  # fmt: skip
+                                 path=hit.path, notes=tuple(defang(n) for n in hit.notes),
+                                 represents=hit.represents))  # fmt: skip
     # JSON lists what the markdown block would show: the budget binds every format.
     text, kept = render_items(items, budget_chars, _layout(fmt), fenced=fenced)
     return ContextBlock(response.query, kept, not kept, "" if fmt == "json" else text, budget_chars, figures,
