@@ -118,7 +118,7 @@ def test_handoff_and_resume(cli, initialised: Path) -> None:
     assert session["context"]["project"] == "acme-api"
     resume = cli("resume")
     assert resume.stdout == (
-        f"Last handoff for acme-api (0m ago, {session['id']})\n\n"
+        f"Last handoff for acme-api (0min ago, {session['id']})\n\n"
         "Auth 80% done; OAuth callback next\n\n"
         "Next steps:\n  - Wire the callback\n\n"
         "Blockers:\n  - Waiting on client secret\n\n"
@@ -155,7 +155,7 @@ def test_show_exact_output_with_links(cli, initialised: Path) -> None:
     day = obs["timestamp"][:10]
     result = cli("show", obs["id"][:8])  # a unique prefix works
     assert result.stdout == (
-        f"{obs['id']}  observation  acme-api  {day} (0m ago)\n"
+        f"{obs['id']}  observation  acme-api  {day} (0min ago)\n"
         "Payments webhooks arrive out of order\n"
         "\n"
         "status active · confidence 0.80 · tags payments\n"

@@ -61,9 +61,9 @@ NOTES = ["office plants need watering on Fridays", "the lunch menu rotates weekl
          "holiday calendar lives in the wiki", "new laptops ship with sixteen gigabytes"]
 
 MARKDOWN_LINE = re.compile(r"^- \[(?P<type>[a-z-]+)\] (?P<text>.+) \(confidence: (?P<conf>\d\.\d), "
-                           r"age: (?P<age>\d+(?:m|h|d|mo|y)), id: (?P<id>[a-z]+-[0-9a-z-]+)\)$")  # fmt: skip
+                           r"age: (?P<age>\d+(?:min|h|d|mo|y)), id: (?P<id>[a-z]+-[0-9a-z-]+)\)$")  # fmt: skip
 COMPACT_LINE = re.compile(r"^- (?P<text>.+) \((?P<type>[a-z_-]+) (?P<id>[a-z]+-[0-9a-z-]+), "
-                          r"conf (?P<conf>\d\.\d), (?P<age>\d+(?:m|h|d|mo|y))\)$")  # fmt: skip
+                          r"conf (?P<conf>\d\.\d), (?P<age>\d+(?:min|h|d|mo|y))\)$")  # fmt: skip
 
 
 @pytest.fixture
@@ -129,8 +129,8 @@ def test_markdown_block_exact_shape(cli, seeded: dict[str, str]) -> None:
     assert result.stdout == (
         "## Relevant Memories\n"
         f"- [decision] {full_text(BACKOFF)} (confidence: 0.8, age: 3d, id: {seeded['backoff']})\n"
-        f"- [decision] {full_text(WEBHOOK)} (confidence: 0.7, age: 0m, id: {seeded['webhook']})\n"
-        f"- [pattern] {full_text(IDEMPOTENCY)} (confidence: 0.6, age: 0m, id: {seeded['idempotency']})\n"
+        f"- [decision] {full_text(WEBHOOK)} (confidence: 0.7, age: 0min, id: {seeded['webhook']})\n"
+        f"- [pattern] {full_text(IDEMPOTENCY)} (confidence: 0.6, age: 0min, id: {seeded['idempotency']})\n"
     )
     assert result.stderr == ""
 
@@ -140,8 +140,8 @@ def test_compact_block_exact_shape(cli, seeded: dict[str, str]) -> None:
     assert result.stdout == (
         "## Relevant Memories\n"
         f"- {full_text(BACKOFF)} (decision {seeded['backoff']}, conf 0.8, 3d)\n"
-        f"- {full_text(WEBHOOK)} (decision {seeded['webhook']}, conf 0.7, 0m)\n"
-        f"- {full_text(IDEMPOTENCY)} (pattern {seeded['idempotency']}, conf 0.6, 0m)\n"
+        f"- {full_text(WEBHOOK)} (decision {seeded['webhook']}, conf 0.7, 0min)\n"
+        f"- {full_text(IDEMPOTENCY)} (pattern {seeded['idempotency']}, conf 0.6, 0min)\n"
     )
 
 
@@ -155,8 +155,8 @@ def test_json_document_keys_and_items(cli, seeded: dict[str, str]) -> None:
     assert [list(item) for item in payload["items"]] == [keys] * 3
     assert [(i["id"], i["type"], i["text"], i["confidence"], i["age"]) for i in payload["items"]] == [
         (seeded["backoff"], "decision", full_text(BACKOFF), 0.8, "3d"),
-        (seeded["webhook"], "decision", full_text(WEBHOOK), 0.7, "0m"),
-        (seeded["idempotency"], "pattern", full_text(IDEMPOTENCY), 0.6, "0m"),
+        (seeded["webhook"], "decision", full_text(WEBHOOK), 0.7, "0min"),
+        (seeded["idempotency"], "pattern", full_text(IDEMPOTENCY), 0.6, "0min"),
     ]
     scores = [item["score"] for item in payload["items"]]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0

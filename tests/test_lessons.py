@@ -132,7 +132,7 @@ def test_same_lesson_again_returns_the_stored_one(cli, initialised: Path) -> Non
     assert again.exit_code == 0, again.output
     assert again.stdout == (
         f"Lesson already exists: {lesson['id']} (same error pattern and scope, rule confidence 0.80); nothing written\n"
-        f"{lesson['id']}  lesson  acme-api  {lesson['created_at'][:10]} (0m ago)\n"
+        f"{lesson['id']}  lesson  acme-api  {lesson['created_at'][:10]} (0min ago)\n"
         "Always set lock_timeout before ALTER TABLE on large tables\n"
         "\n"
         "Situation: Deploying the billing service on a Friday\n"

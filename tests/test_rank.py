@@ -577,3 +577,16 @@ def test_access_log_compacts_past_its_size_cap_and_skips_damaged_lines(tmp_path,
         access.record_access(path, "query " * 10, ["c"], 100.0 + n)
     assert path.stat().st_size <= 200 + 120  # compacted, then at most a line or two appended
     assert access.load_stats(path) == {"a": (2, 7.0), "b": (1, 7.0), "c": (10, 109.0)}
+
+
+def test_ages_never_use_m_for_minutes_beside_mo_for_months() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from lore.render.text import age
+
+    now = datetime(2026, 11, 22, tzinfo=UTC)
+    cases = {timedelta(seconds=30): "0min", timedelta(minutes=59): "59min", timedelta(hours=3): "3h",
+             timedelta(days=3): "3d", timedelta(days=59): "59d", timedelta(days=90): "3mo", timedelta(days=800): "2y",
+             timedelta(days=-2): "0min"}  # fmt: skip
+    assert {delta: age(now - delta, now) for delta in cases} == cases
+    assert age(None, now) == "?"

@@ -19,12 +19,15 @@ def one_line(text: str) -> str:
 
 
 def age(moment: datetime | None, now: datetime) -> str:
-    """``3d``, ``5h``, ``2mo``, ``1y``: compact age for listings and agent context."""
+    """``12min``, ``5h``, ``3d``, ``2mo``, ``1y``: compact age for listings and agent context.
+
+    Minutes are ``min``, never ``m``: beside ``mo`` a bare ``m`` reads as months.
+    """
     if moment is None:
         return "?"
     seconds = max(0.0, (now - moment).total_seconds())
     if seconds < 3600:
-        return f"{int(seconds // 60)}m"
+        return f"{int(seconds // 60)}min"
     if seconds < 86400:
         return f"{int(seconds // 3600)}h"
     days = seconds / 86400
