@@ -182,8 +182,8 @@ def test_list_filters_and_json(cli, initialised: Path) -> None:
     (initialised / DECISIONS).write_text("\n".join(lines) + "\n")
     out = cli("list", "--type", "decision").stdout
     assert out == (
-        "dec-00000002             2025-06-01  decision     b              Middle choice\n"
-        "dec-00000001             2025-01-01  decision     a              Old choice\n"
+        "dec-00000002 2025-06-01  decision     b Middle choice\n"
+        "dec-00000001 2025-01-01  decision     a Old choice\n"
     )
     assert "Gone choice [retracted]" in cli("list", "--type", "decision", "--all").stdout
     assert cli("list", "--project", "a").stdout.count("\n") == 1

@@ -509,9 +509,20 @@ def test_list_shortens_long_titles_at_a_word(cli, initialised: Path) -> None:
     title = "Route every outbound payment provider call through one client with shared timeouts and retries"
     assert cli("remember", title, "-r", "One place to tune").exit_code == 0
     line = cli("list").stdout.splitlines()[0]
-    shown = line.split("  ")[-1].strip()
+    shown = line.split(" acme-api ", 1)[1].strip()
     assert shown.endswith("…") and title.startswith(shown.removesuffix("…"))
     assert title[len(shown) - 1] == " ", f"cut mid-word: {shown!r}"
+
+
+def test_list_columns_line_up_whatever_the_id_length(cli, records: Path) -> None:
+    lines = cli("list").stdout.splitlines()
+    assert any(line.startswith("session-") for line in lines) and any(line.startswith("fail-") for line in lines)
+    dates = {re.search(r" \d{4}-\d{2}-\d{2}  ", line).start() for line in lines}  # type: ignore[union-attr]
+    assert len(dates) == 1, lines  # every date (and so every column after it) starts at the same offset
+    project_at = dates.pop() + len(" 2026-01-01  ") + 12 + 1
+    # Where the title starts: after the project name and its padding.
+    title_at = {len(line) - len(line[project_at:].split(" ", 1)[1].lstrip(" ")) for line in lines}
+    assert len(title_at) == 1, lines  # and every title after the widest project
 
 
 def test_audit_log_json_and_id_filter(cli, audited: tuple[Path, list[dict]]) -> None:

@@ -105,8 +105,11 @@ def list_cmd(
     if as_json:
         typer.echo(orjson.dumps([record_json(r) for r in selected]).decode())
         return
+    # Columns as wide as this listing needs: session ids are 32 characters, decision ids 12.
+    id_width = max((len(r.id) for r in selected), default=0)
+    project_width = max((len(r.project or "-") for r in selected), default=1)
     for record in selected:
-        typer.echo(list_line(record))
+        typer.echo(list_line(record, id_width=id_width, project_width=project_width))
     if not selected:
         typer.echo("No records match.", err=True)
 

@@ -25,12 +25,13 @@ def date_of(record: Record) -> str:
     return moment.strftime("%Y-%m-%d") if moment else "----------"
 
 
-def list_line(record: Record, width: int = 72) -> str:
+def list_line(record: Record, width: int = 72, id_width: int = 24, project_width: int = 14) -> str:
     title = one_line(record.title)
     if len(title) > width:
         title = shorten(title, width) or title[: width - 1] + "…"  # a word longer than the width: cut it
     marker = "" if record.active else f" [{record.status}]"
-    return f"{record.id:<24} {date_of(record)}  {KIND_LABEL[record.kind]:<12} {record.project or '-':<14} {title}{marker}"
+    return (f"{record.id:<{id_width}} {date_of(record)}  {KIND_LABEL[record.kind]:<12} "
+            f"{record.project or '-':<{project_width}} {title}{marker}")  # fmt: skip
 
 
 def _lines(label: str, values: list[str]) -> list[str]:
