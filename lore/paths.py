@@ -51,6 +51,9 @@ def require_data_dir(data_dir: Path) -> None:
     if not data_dir.is_dir():
         from lore.errors import NotFoundError
 
+        if data_dir.exists():
+            raise NotFoundError(f"data directory {data_dir} is not a directory",
+                                hint="point --data-dir / LORE_DATA_DIR at a directory")  # fmt: skip
         raise NotFoundError(
             f"data directory {data_dir} does not exist",
             hint="create it with `lore init`, or point --data-dir / LORE_DATA_DIR at an existing one",

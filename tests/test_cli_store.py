@@ -329,3 +329,18 @@ def test_an_unexpected_error_is_one_line_and_exit_70_without_debug(initialised: 
                             "Hint: this is a bug in lore; run the command again with --debug for the traceback\n")  # fmt: skip
     with pytest.raises(RuntimeError, match="disk gremlin"):
         run(["--debug", "list"])
+
+
+def test_a_data_dir_that_is_a_file_or_cannot_be_made_is_a_clear_error(cli, tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    stats = cli("--data-dir", str(afile), "stats")
+    assert (stats.exit_code, stats.stderr) == (1, f"Error: data directory {afile} is not a directory\n"
+                                                  "Hint: point --data-dir / LORE_DATA_DIR at a directory\n")  # fmt: skip
+    init = cli("--data-dir", str(afile), "init")
+    assert (init.exit_code, init.stderr) == (1, f"Error: {afile} is a file, not a data directory\n"
+                                                "Hint: choose another --data-dir, or move the file away\n")  # fmt: skip
+    nested = cli("--data-dir", str(afile / "sub"), "init")
+    assert (nested.exit_code, nested.stderr) == (1, f"Error: cannot create the data directory {afile / 'sub'}: "
+                                                    "Not a directory\n")  # fmt: skip
+    assert afile.read_text() == "not a directory"

@@ -123,6 +123,13 @@ class Store:
     # -- init ------------------------------------------------------------------
     def init(self, *, git: bool = False) -> list[Path]:
         """Scaffold the layout; never touches files that already exist."""
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            raise DataError(f"{self.data_dir} is a file, not a data directory",
+                            hint="choose another --data-dir, or move the file away")  # fmt: skip
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DataError(f"cannot create the data directory {self.data_dir}: {error.strerror or error}") from error
         created: list[Path] = []
         with data_lock(self.data_dir):
             for relative in (DECISIONS, FAILURES, OBSERVATIONS):
