@@ -100,6 +100,15 @@ def test_consolidate_type_filter(cli, clustered: Path) -> None:
     )  # fmt: skip
 
 
+def test_consolidate_apply_with_nothing_to_answer_is_a_usage_error(cli, clustered: Path) -> None:
+    result = cli("consolidate", "--apply", input="")  # no terminal, nothing piped
+    assert result.exit_code == 2
+    assert result.stderr.endswith("Error: --apply asks before each merge, and nothing answered\n"
+                                  "Hint: review with `lore consolidate`, then run `lore consolidate --apply --yes`\n")  # fmt: skip
+    assert "Aborted" not in result.output
+    assert "Merged" not in result.stdout
+
+
 def test_consolidate_apply_asks_per_cluster(cli, clustered: Path) -> None:
     result = cli("consolidate", "--apply", input="y\nn\n")
     assert result.exit_code == 0, result.output

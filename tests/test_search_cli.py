@@ -476,12 +476,26 @@ def test_bad_input_is_a_usage_error(cli, store: Path, tmp_path: Path, option: li
     assert access_lines(tmp_path) == []
 
 
+def test_an_empty_time_range_and_an_unknown_refresh_policy_are_usage_errors(cli, store: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    empty = cli("search", STRIPE, "--since", "2026-01-01", "--until", "2025-01-01")
+    assert (empty.exit_code, empty.stdout) == (2, "")
+    assert empty.stderr == ("Error: --since 2026-01-01 is not before --until 2025-01-01\n"
+                            "Hint: nothing can match an empty time range\n")  # fmt: skip
+    monkeypatch.setenv("LORE_INDEX_REFRESH", "bogus")
+    bogus = cli("search", STRIPE)
+    assert (bogus.exit_code, bogus.stderr) == (2, "Error: LORE_INDEX_REFRESH='bogus' is not a policy\n"
+                                                  "Hint: use refresh, warn, ignore\n")  # fmt: skip
+    monkeypatch.setenv("LORE_INDEX_REFRESH", "Warn")
+    assert cli("search", STRIPE).exit_code == 0
+
+
 @pytest.mark.parametrize("query", ["", "   ", "\t\n"])
 def test_an_empty_query_is_a_usage_error(cli, store: Path, query: str) -> None:
     result = cli("search", query)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == ("Error: the query is empty\n"
-                             "Hint: say what you want to remember, or list records with `lore list`\n")  # fmt: skip
+                             "Hint: say what you are looking for, or list records with `lore list`\n")  # fmt: skip
 
 
 @pytest.mark.parametrize(

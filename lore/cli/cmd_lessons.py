@@ -207,6 +207,14 @@ def _cluster_lines(number: int, cluster: consolidation.Cluster) -> list[str]:
     return out
 
 
+def _ask(question: str) -> bool:
+    try:
+        return typer.confirm(question, default=False)
+    except typer.Abort:  # stdin closed (no terminal, nothing piped): click would print a bare "Aborted!"
+        raise UsageError("--apply asks before each merge, and nothing answered",
+                         hint="review with `lore consolidate`, then run `lore consolidate --apply --yes`") from None
+
+
 @app.command()
 def consolidate(
     ctx: typer.Context,
@@ -241,7 +249,7 @@ def consolidate(
         if not apply:
             continue
         count = len(cluster.others)
-        if yes or typer.confirm(f"Merge {count} record(s) into {cluster.survivor.id}?", default=False):
+        if yes or _ask(f"Merge {count} record(s) into {cluster.survivor.id}?"):
             result = consolidation.merge_cluster(store, cluster)
             merged += 1
             typer.echo(f"Merged {', '.join(r.id for r in result.superseded)} into {result.survivor.id} "

@@ -47,13 +47,17 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
     unknown_stages = sorted(set(disable or ()) - set(SWITCHABLE))
     if unknown_stages:
         raise UsageError(f"unknown stage {unknown_stages[0]!r} for --disable", hint="stages: " + ", ".join(SWITCHABLE))
+    since_at = parse_when(since, now).timestamp() if since else None
+    until_at = parse_when(until, now).timestamp() if until else None
+    if since_at is not None and until_at is not None and since_at >= until_at:
+        raise UsageError(f"--since {since} is not before --until {until}", hint="nothing can match an empty time range")
     return SearchOptions(
         limit=limit,
         types=frozenset(normalise_kind(k) for k in kinds) if kinds else None,
         project_filter=project,
         tags=tuple(tags or ()),
-        since=parse_when(since, now).timestamp() if since else None,
-        until=parse_when(until, now).timestamp() if until else None,
+        since=since_at,
+        until=until_at,
         include_all=include_all,
         intents=tuple(i.strip() for i in intent.split(",") if i.strip()) if intent else (),
         current_project=state(ctx).current_project(),
@@ -66,10 +70,21 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
     )
 
 
+REFRESH_POLICIES = ("refresh", "warn", "ignore")
+
+
+def refresh_policy() -> str:
+    """``LORE_INDEX_REFRESH``: what a search does with a stale index (refresh it, warn, or ignore)."""
+    policy = os.environ.get("LORE_INDEX_REFRESH", "refresh").strip().lower() or "refresh"
+    if policy not in REFRESH_POLICIES:
+        raise UsageError(f"LORE_INDEX_REFRESH={policy!r} is not a policy", hint="use " + ", ".join(REFRESH_POLICIES))
+    return policy
+
+
 @app.command()
 def search(
     ctx: typer.Context,
-    query: str = typer.Argument(..., help="What you want to remember, in your own words."),
+    query: str = typer.Argument(..., help="What you are looking for, in your own words."),
     limit: int = typer.Option(10, "--limit", "-n", min=1, max=200, help="Results to show."),
     kind: list[str] | None = typer.Option(None, "--type", help="Only this record type (repeatable)."),
     project: str | None = typer.Option(None, "--project", "--in-project", help="Only records of this project (the current project, -P, is boosted anyway)."),
@@ -92,7 +107,7 @@ def search(
     from lore.search import search as run_search
 
     if not query.strip():
-        raise UsageError("the query is empty", hint="say what you want to remember, or list records with `lore list`")
+        raise UsageError("the query is empty", hint="say what you are looking for, or list records with `lore list`")
     st = state(ctx)
     require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,
@@ -101,7 +116,7 @@ def search(
     progress, stop = terminal_progress()
     try:
         response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                      policy=os.environ.get("LORE_INDEX_REFRESH", "refresh"), progress=progress)  # fmt: skip
+                                      policy=refresh_policy(), progress=progress)  # fmt: skip
     finally:
         stop()
     if as_json:
@@ -140,7 +155,7 @@ def context(
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             no_diversity=False, disable=None, weights=None)  # fmt: skip
     response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                  policy=os.environ.get("LORE_INDEX_REFRESH", "refresh"))  # fmt: skip
+                                  policy=refresh_policy())  # fmt: skip
     block = assemble(response, reader, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
     if synthesize:
         block = run_synthesis(block)
