@@ -8,10 +8,7 @@ agent can fetch the full record with ``lore show``.
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -174,8 +171,9 @@ def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
     The summary goes above the excerpts and counts against the same budget: it
     takes at most half, and the excerpts are fitted again into what is left.
     """
-    command = os.environ.get("LORE_LLM_CMD")
-    if not command:
+    from lore import llm
+
+    if llm.command() is None:
         block.notices.append("synthesis skipped: set LORE_LLM_CMD to a local command that reads a prompt on stdin")
         return block
     if not block.items:
@@ -183,17 +181,10 @@ def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
     excerpts = "\n".join(f"- [{i.kind}] {i.text} (id: {i.id})" for i in block.items)
     prompt = (f"Question: {block.query}\n\nExcerpts from the team's memory:\n{excerpts}\n\n"
               "Summarise in at most three sentences what these excerpts say about the question, citing ids.")  # fmt: skip
-    try:
-        done = subprocess.run(shlex.split(command), input=prompt, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.SubprocessError, ValueError) as exc:
-        block.notices.append(f"synthesis failed: {exc}")
-        return block
-    summary = " ".join(strip_control(done.stdout).split())
-    if done.returncode != 0:
-        block.notices.append(f"synthesis failed: LORE_LLM_CMD exited {done.returncode}")
-        return block
-    if not summary:
-        block.notices.append("synthesis failed: LORE_LLM_CMD printed nothing")
+    reply = llm.ask(prompt, timeout)
+    summary = " ".join(strip_control(reply.text or "").split())
+    if reply.failure is not None or not summary:
+        block.notices.append(f"synthesis failed: {reply.failure or 'LORE_LLM_CMD printed nothing'}")
         return block
     line = shorten(SUMMARY_PREFIX + summary, block.budget_chars // 2)
     if not line:

@@ -5,9 +5,6 @@ The CLI, the hook, the warm helper and the MCP server all call ``search``.
 
 from __future__ import annotations
 
-import os
-import shlex
-import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,17 +65,12 @@ class SearchSession:
 
 def llm_pseudo_answer(query: str) -> str | None:
     """A two-sentence answer from ``LORE_LLM_CMD`` (query on stdin); None on any problem."""
-    command = os.environ.get("LORE_LLM_CMD")
-    if not command:
+    from lore import llm
+
+    if llm.command() is None:
         return None
-    prompt = f"In two sentences, answer as a team's engineering notes would: {query}"
-    try:
-        done = subprocess.run(shlex.split(command), input=prompt, capture_output=True, text=True,
-                              timeout=LLM_TIMEOUT_S, check=False)  # fmt: skip
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-    answer = " ".join(done.stdout.split())[:1000]
-    return answer if done.returncode == 0 and answer else None
+    reply = llm.ask(f"In two sentences, answer as a team's engineering notes would: {query}", LLM_TIMEOUT_S)
+    return reply.text[:1000] if reply.text else None
 
 
 def search(

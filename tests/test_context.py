@@ -408,3 +408,21 @@ def test_hook_injects_the_same_assembly_within_1500_characters(cli, seeded: dict
     if last["text"] != same["text"]:
         assert last["text"].endswith(MARKER)
         assert_word_boundary_prefix(last["text"].removesuffix(MARKER), same["text"])
+
+
+def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from lore import llm
+
+    pids = tmp_path / "pids"
+    script = tmp_path / "slow-llm"
+    # A wrapper that starts a child (as `ollama run` would) and waits on it.
+    script.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {pids}\nwait\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("LORE_LLM_CMD", str(script))
+    reply = llm.ask("anything", timeout=0.5)
+    assert reply.text is None and reply.failure == "LORE_LLM_CMD gave no answer within 0.5 s"
+    child = int(pids.read_text())
+    stat = Path(f"/proc/{child}/stat")
+    # Gone, or a zombie waiting for init to reap it: either way no longer running.
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X"), stat.read_text()
