@@ -124,11 +124,11 @@ def resume(
     store = st.store()
     store.require()
     project = st.current_project()
-    handoffs = [r for r in store.load().of_kind("handoff") if r.project == project]
-    if not handoffs:
+    from lore.session_context import latest_handoff
+
+    latest = latest_handoff(store.load(), project)
+    if latest is None:
         raise NotFoundError(f"no handoff for project {project!r}", hint="leave one with `lore handoff TEXT --next ...`")
-    epoch = datetime.min.replace(tzinfo=UTC)
-    latest = max(handoffs, key=lambda r: (r.timestamp or epoch, r.id))
     if as_json:
         typer.echo(orjson.dumps(record_json(latest)).decode())
     else:
