@@ -75,6 +75,17 @@ def test_scifact_and_known_item_tiny(isolated: Path) -> None:
     for figures in result["systems"].values():
         assert 0.0 <= figures["nDCG@10"] <= 1.0 and 0.0 <= figures["R@100"] <= 1.0
     assert result["sweep"]["best_on_train"] in result["sweep"]["rows"]
+    # The published full-corpus figures would sit beside a subset's: a quick run leaves them out.
+    assert result["quick"] is True and result["anchors_ndcg10"] == {}
+    from rich.console import Console
+
+    from lore.bench.report import quality_tables
+
+    console = Console(width=100, record=True, file=io.StringIO())
+    for table in quality_tables(result):
+        console.print(table)
+    printed = console.export_text()
+    assert "published:" not in printed and "figures do not apply" in " ".join(printed.split())
 
     known = quality.known_item(SHARED, isolated / "work", commits=150, max_questions=3)
     assert known["commits"] == 150 and known["unanswerable"] == 3
