@@ -12,7 +12,7 @@ from typing import Any
 
 from lore.errors import UsageError
 from lore.store import Record, Store
-from lore.store.records import OUTCOMES
+from lore.store.records import DECISION_TYPES, OUTCOMES
 from lore.store.validate import check_severity, check_text
 
 
@@ -122,6 +122,8 @@ def remember(
     options = options or WriteOptions()
     if outcome not in OUTCOMES:
         raise UsageError(f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    if decision_type not in DECISION_TYPES:
+        raise UsageError(f"type must be one of {', '.join(DECISION_TYPES)}, got {decision_type!r}")
     scrub = Scrubber(options.redact)
     raw: dict[str, Any] = {
         "timestamp": store.now_iso(),

@@ -344,3 +344,11 @@ def test_a_data_dir_that_is_a_file_or_cannot_be_made_is_a_clear_error(cli, tmp_p
     assert (nested.exit_code, nested.stderr) == (1, f"Error: cannot create the data directory {afile / 'sub'}: "
                                                     "Not a directory\n")  # fmt: skip
     assert afile.read_text() == "not a directory"
+
+
+def test_remember_refuses_an_unknown_decision_type(cli, initialised: Path) -> None:
+    result = cli("remember", "Adopt uv", "--type", "bogus")
+    assert (result.exit_code, result.stderr) == (
+        2, "Error: type must be one of architecture, implementation, process, tooling, other, got 'bogus'\n")
+    assert (initialised / "journal/data/decisions.jsonl").read_text() == ""
+    assert cli("remember", "Adopt uv", "--type", "tooling").exit_code == 0

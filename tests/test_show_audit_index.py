@@ -381,7 +381,8 @@ def test_show_prefix_shorter_than_six_characters_is_not_resolved(cli, records: P
     result = cli("show", "anti-")  # matches one record, but is too short to be taken as its id
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr == "Error: no record with id 'anti-'\nHint: list ids with `lore list`\n"
+    assert result.stderr == ("Error: no record with id 'anti-'\n"
+                             "Hint: a prefix needs at least 6 characters and must match one record\n")
 
 
 def test_show_ambiguous_prefix_says_so_and_lists_the_candidates(cli, records: Path) -> None:

@@ -29,6 +29,9 @@ _KIND_ALIASES = {
 }  # fmt: skip
 
 OUTCOMES = ("pending", "successful", "revised", "abandoned")
+# The decision types the original Lore's `remember --type` offered. Stored files may hold
+# others (they are read as they are); new decisions get one of these.
+DECISION_TYPES = ("architecture", "implementation", "process", "tooling", "other")
 STATUSES = ("active", "superseded", "retracted")
 SEVERITIES = ("critical", "high", "medium", "low")
 RELATIONS = (

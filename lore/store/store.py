@@ -80,6 +80,10 @@ def resolve_id(ids: Iterable[str], wanted: str, *, hint: str = "list ids with `l
     if matches:
         shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
         raise NotFoundError(f"ambiguous id prefix {wanted!r}: {len(matches)} records match", hint=f"did you mean {shown}?")
+    if wanted and any(rid.startswith(wanted) for rid in known):
+        # Under six characters a prefix is never taken as an id: "dec-" names every decision.
+        raise NotFoundError(f"no record with id {wanted!r}",
+                            hint="a prefix needs at least 6 characters and must match one record")  # fmt: skip
     raise NotFoundError(f"no record with id {wanted!r}", hint=hint)
 
 
