@@ -308,3 +308,15 @@ def test_stop_fires_after_every_reply_but_leaves_one_stub_per_session(indexed: P
     assert again == stubs and "last topic: rename the billing queue" in again[0].read_text()  # updated in place
     resume = cli("resume").stdout
     assert "Invoice PDFs render; emails not wired" in resume  # a person's handoff beats the newer stub
+
+
+def test_session_start_honours_the_global_project_and_data_dir_options(indexed: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other-data"
+    store = Store(other, actor="test")
+    store.init()
+    capture.handoff(store, "Billing exports ship on Fridays", project="billing-api", next_steps=["Add CSV"])
+    event_json = json.dumps({"session_id": "s", "cwd": str(Path.cwd()), "hook_event_name": "SessionStart"}).encode()
+    result = subprocess.run([sys.executable, "-m", "lore", "--data-dir", str(other), "-P", "billing-api", "hook",
+                             "session-start"], capture_output=True, input=event_json, check=True)  # fmt: skip
+    text = json.loads(result.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "## Session context for billing-api" in text and "Billing exports ship on Fridays" in text

@@ -37,7 +37,7 @@ def _read_event() -> dict:
 
 
 @hook_app.command("session-start")
-def hook_session_start() -> None:
+def hook_session_start(ctx: typer.Context) -> None:
     """SessionStart: inject the latest handoff and the top active lessons for the project (always exits 0)."""
     from lore.hook import budget_chars, hook_output, log_failure
 
@@ -45,46 +45,46 @@ def hook_session_start() -> None:
         event = _read_event()
         if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
             return
-        from lore.paths import Locations
         from lore.project import detect_project
         from lore.session_context import session_start_text
 
         cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-        text = session_start_text(Locations.resolve(), detect_project(cwd), budget_chars())
+        project = state(ctx).project or detect_project(cwd)  # -P wins over the event's working directory
+        text = session_start_text(state(ctx).locations, project, budget_chars())
         if text:
             typer.echo(hook_output("SessionStart", text))
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
 
 
-def _stub(event_name: str) -> None:
+def _stub(ctx: typer.Context, event_name: str) -> None:
     from lore.hook import log_failure
 
     try:
         event = _read_event()
         if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
             return
-        from lore.paths import Locations
         from lore.project import detect_project
         from lore.session_context import record_handoff_stub
 
         cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-        record_handoff_stub(Locations.resolve(), detect_project(cwd), session_id, event_name)
+        st = state(ctx)
+        record_handoff_stub(st.locations, st.project or detect_project(cwd), session_id, event_name)
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
 
 
 @hook_app.command("pre-compact")
-def hook_pre_compact() -> None:
+def hook_pre_compact(ctx: typer.Context) -> None:
     """PreCompact: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub("pre-compact")
+    _stub(ctx, "pre-compact")
 
 
 @hook_app.command("stop")
-def hook_stop() -> None:
+def hook_stop(ctx: typer.Context) -> None:
     """Stop: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub("stop")
+    _stub(ctx, "stop")
 
 
 @hook_app.command("off")
