@@ -613,3 +613,13 @@ def test_index_build_status_refresh_and_up_to_date(cli, records: Path, tmp_path:
     after = orjson.loads(cli("index", "status", "--json").stdout)
     assert (after["stale"], after["records"], after["revision"], after["counts"]["observation"]) == (False, 9, 2, 1)
     assert after["built_at"] == status["built_at"]
+
+
+def test_linking_again_what_is_linked_adds_no_audit_entry(cli, audited: tuple[Path, list[dict]]) -> None:
+    path, entries = audited
+    first, second = entries[0]["id"], entries[1]["id"]
+    before = path.read_text()
+    assert cli("link", first, second, "relates_to").exit_code == 0
+    assert path.read_text() == before
+    assert cli("link", first, second, "relates_to", "--weight", "0.5").exit_code == 0  # a real change is audited
+    assert path.read_text().count('"op":"link"') == 2

@@ -454,6 +454,7 @@ class Store:
             snapshot = self.load()
             src, dst = snapshot.get(source), snapshot.get(target)
             created_at = self.now_iso()
+            changed = [True]
 
             def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
                 src_node = _ensure_node(document, nodes, src, created_at)
@@ -462,6 +463,7 @@ class Store:
                 for edge in edges:
                     if (isinstance(edge, dict) and edge.get("from") == src_node and edge.get("to") == dst_node
                             and edge.get("relation") == relation):  # fmt: skip
+                        changed[0] = edge.get("weight") != weight or edge.get("status", "active") != "active"
                         edge["weight"] = weight
                         edge["status"] = "active"
                         return
@@ -471,7 +473,8 @@ class Store:
                 })  # fmt: skip
 
             self._rewrite_graph(edit)
-            self.record_audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
+            if changed[0]:  # linking again what is already linked is not a new event
+                self.record_audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
         return Edge(src.id, dst.id, relation, weight, created_at)
 
     def unlink(self, source: str, target: str, relation: str | None = None) -> int:
