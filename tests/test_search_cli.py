@@ -175,7 +175,7 @@ def test_terminal_listing_exact(cli, store: Path) -> None:
         "    Stripe rate limits bursts; full jitter spreads the retries out over a minute\n"
         " 2. [failure] fail-0000000a  acme-api  1d  score 1.073\n"
         "    Timeout: Stripe webhook handler took 31s\n"
-        "    Stripe webhook handler took 31s pytest\n"
+        "    Stripe webhook handler took 31s · pytest\n"
         " 3. [observation] obs-0000000a  billing-api  2d  score 0.542\n"
         "    Stripe webhooks arrive out of order\n"
     )

@@ -32,7 +32,8 @@ def console(stderr: bool = False) -> Any:
 
 
 def _snippet(content: str, terms: set[str], width: int = 220) -> str:
-    text = one_line(content)
+    # Fields and list items sit on lines of their own: keep them apart on the one line.
+    text = " · ".join(one_line(line) for line in content.splitlines() if line.strip())
     lowered = text.lower()
     first = min((lowered.find(t) for t in terms if t and lowered.find(t) >= 0), default=-1)
     start = 0
