@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from lore.index.analysis import terms as analyse
+from lore.index.table import IndexFileError, describe
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,12 +221,25 @@ class Bm25Index:
     def __init__(self, directory: Path, names: dict[str, str], rows: int) -> None:
         import numpy as np
 
-        self.terms = np.load(directory / names["bm25_terms"], mmap_mode="r")
-        self.term_ids = np.load(directory / names["bm25_term_ids"], mmap_mode="r")
-        self.offsets = np.load(directory / names["bm25_offsets"], mmap_mode="r")
-        self.rows = np.load(directory / names["bm25_rows"], mmap_mode="r")
-        self.impacts = np.load(directory / names["bm25_impacts"], mmap_mode="r")
+        def load(key: str) -> np.ndarray:
+            try:
+                return np.load(directory / names[key], mmap_mode="r")
+            except Exception as exc:  # numpy raises ValueError, OSError, EOFError... for a bad file
+                raise IndexFileError(names[key], describe(exc)) from exc
+
+        self.terms = load("bm25_terms")
+        self.term_ids = load("bm25_term_ids")
+        self.offsets = load("bm25_offsets")
+        self.rows = load("bm25_rows")
+        self.impacts = load("bm25_impacts")
         self.doc_count = rows
+        # Shapes only (each a memory-map header or one element): a wrong file fails here, not mid-query.
+        if self.terms.ndim != 1 or self.terms.dtype.kind != "S" or self.term_ids.shape != self.terms.shape:
+            raise IndexFileError(names["bm25_terms"], "vocabulary and term ids do not match")
+        if self.offsets.ndim != 1 or not len(self.offsets) or self.offsets.dtype.kind not in "iu":
+            raise IndexFileError(names["bm25_offsets"], "not a postings offsets array")
+        if self.rows.ndim != 1 or self.impacts.shape != self.rows.shape or int(self.offsets[-1]) != len(self.rows):
+            raise IndexFileError(names["bm25_rows"], "postings do not match their offsets")
 
     def term_id(self, term: str) -> int | None:
         import numpy as np

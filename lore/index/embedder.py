@@ -1,7 +1,10 @@
 """Static embeddings with model2vec: the only module that imports model2vec.
 
 The bundled model lives in ``lore/model/`` so semantic search works offline.
-``LORE_EMBED_MODEL`` may name another model2vec model by path or hub id.
+``LORE_EMBED_MODEL`` may name another model2vec model by path or hub id; lore
+never downloads, so a hub id must already be in the local Hugging Face cache.
+A model that cannot be loaded raises ``ModelError`` naming it: lexical search
+still works.
 """
 
 from __future__ import annotations
@@ -59,26 +62,58 @@ def model_identity(spec: str | None = None) -> str:
     return f"hub:{spec}"
 
 
+def _model_error(spec: str, reason: str) -> ModelError:
+    return ModelError(
+        f"cannot load embedding model {spec!r}: {reason}; lexical search still works",
+        hint="point LORE_EMBED_MODEL at a model2vec model directory (or a hub id already in the local "
+        "Hugging Face cache), or unset it to use the bundled model; then run `lore index`",
+    )
+
+
+def _not_found(spec: str) -> ModelError:
+    return _model_error(spec, "it is neither a directory nor a loadable hub model "
+                              "(lore never downloads: a hub model must already be in the local Hugging Face cache)")  # fmt: skip
+
+
+# A hub id: ``name`` or ``namespace/name`` (what ``huggingface_hub`` accepts), not a path.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+def resolve_model_dir(spec: str) -> Path:
+    """The local directory of model ``spec``: the path itself, or a hub id's snapshot in the local cache.
+
+    lore runs offline: a hub id that is not cached is an error, never a download.
+    """
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    if not path.exists() and _HUB_ID.fullmatch(spec) and not spec.startswith((".", "~")):
+        try:
+            from huggingface_hub import snapshot_download
+
+            cached = Path(snapshot_download(spec, repo_type="model", local_files_only=True))
+        except Exception:  # not cached, or not a valid id: either way not loadable offline
+            cached = None
+        if cached is not None and cached.is_dir():
+            return cached
+    raise _not_found(spec)
+
+
 class Embedder:
     """Encode texts to L2-normalised float32 vectors."""
 
     def __init__(self, spec: str | None = None) -> None:
         self.spec = spec or model_spec()
         self.identity = model_identity(self.spec)
+        folder = resolve_model_dir(self.spec)
         try:
             from model2vec import StaticModel
 
-            path = Path(self.spec).expanduser()
-            if path.exists():
-                self._model = StaticModel.from_pretrained(str(path))
-            else:
-                # Hub ids only work online or from the local hub cache.
-                self._model = StaticModel.from_pretrained(self.spec)
+            # Always a local directory: model2vec would otherwise try to download.
+            self._model = StaticModel.from_pretrained(str(folder))
         except Exception as exc:  # model2vec raises many kinds; all mean "unusable"
-            raise ModelError(
-                f"cannot load embedding model {self.spec!r}: {exc.__class__.__name__}: {exc}",
-                hint="unset LORE_EMBED_MODEL to use the bundled model; lexical search keeps working",
-            ) from exc
+            raise _model_error(self.spec, f"{folder} is not a loadable model2vec model "
+                                          f"({exc.__class__.__name__}: {_first_line(exc)})") from exc  # fmt: skip
         self.dim = int(self._model.dim)
 
     def encode(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:
@@ -94,8 +129,14 @@ class Embedder:
         return vectors / norms
 
 
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 @lru_cache(maxsize=4)
 def get_embedder(spec: str | None = None) -> Embedder:
+    """The embedder for ``spec`` (cached). Pass the spec: ``None`` caches whichever model was configured first."""
     return Embedder(spec)
 
 
@@ -142,7 +183,7 @@ class QueryEncoder:
         tensors = _read_safetensors(model_dir / "model.safetensors")
         self.embedding = tensors.get("embeddings", tensors.get("embedding.weight"))
         if self.embedding is None:
-            raise ModelError(f"{model_dir}/model.safetensors has no 'embeddings' tensor")
+            raise _model_error(str(model_dir), "model.safetensors has no 'embeddings' tensor")
         self.weights = tensors.get("weights")
         self.mapping = tensors.get("mapping")
         self.dim = int(self.embedding.shape[1])
@@ -180,10 +221,13 @@ class QueryEncoder:
         return out / norms
 
 
-@lru_cache(maxsize=4)
 def get_query_encoder(spec: str | None = None) -> QueryEncoder | Embedder:
-    """The cheapest encoder for ``spec``: the light reader for local dirs, model2vec otherwise."""
-    spec = spec or model_spec()
+    """The cheapest encoder for ``spec`` (default: the configured model): the light reader for local dirs, model2vec otherwise."""
+    return _query_encoder(spec or model_spec())
+
+
+@lru_cache(maxsize=4)
+def _query_encoder(spec: str) -> QueryEncoder | Embedder:
     path = Path(spec).expanduser()
     if path.is_dir() and (path / "model.safetensors").exists() and (path / "tokenizer.json").exists():
         try:
@@ -191,9 +235,11 @@ def get_query_encoder(spec: str | None = None) -> QueryEncoder | Embedder:
         except ModelError:
             raise
         except Exception as exc:
-            raise ModelError(f"cannot load embedding model {spec!r}: {exc.__class__.__name__}: {exc}",
-                             hint="unset LORE_EMBED_MODEL to use the bundled model; lexical search keeps working") from exc  # fmt: skip
-    if path.exists() or ("/" in spec and spec.startswith((".", "/", "~"))):
-        raise ModelError(f"embedding model {spec!r} is not a model2vec model directory",
-                         hint="it needs model.safetensors, tokenizer.json and config.json")  # fmt: skip
+            raise _model_error(spec, f"{path} is not a loadable model2vec model "
+                                     f"({exc.__class__.__name__}: {_first_line(exc)})") from exc  # fmt: skip
+    if path.is_dir():
+        raise _model_error(spec, f"{path} is not a model2vec model directory "
+                                 "(it needs model.safetensors, tokenizer.json and config.json)")  # fmt: skip
+    if path.exists() or spec.startswith((".", "/", "~")):
+        raise _not_found(spec)
     return get_embedder(spec)

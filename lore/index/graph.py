@@ -102,7 +102,13 @@ class Adjacency:
             data = orjson.loads(path.read_bytes())
         except FileNotFoundError:
             return cls([])
-        return cls([GraphEdge(s, t, r, float(w), bool(i)) for s, t, r, w, i in data.get("edges", [])])
+        edges = data.get("edges", []) if isinstance(data, dict) else None
+        if not isinstance(edges, list):
+            raise ValueError(f"{path.name}: not an edge list")
+        try:
+            return cls([GraphEdge(s, t, r, float(w), bool(i)) for s, t, r, w, i in edges])
+        except (TypeError, ValueError) as exc:  # an edge that is not [source, target, relation, weight, implicit]
+            raise ValueError(f"{path.name}: malformed edge ({exc})") from exc
 
     def neighbours(self, record_id: str) -> list[tuple[GraphEdge, str, str]]:
         """(edge, other id, direction 'out'|'in') for every edge touching ``record_id``."""

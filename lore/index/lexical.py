@@ -10,6 +10,8 @@ from the records table.
 
 from __future__ import annotations
 
+import re
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +153,41 @@ def is_valid(directory: Path) -> bool:
         return any(toc.stat().st_size > 0 for toc in directory.glob("_MAIN_*.toc"))
     except OSError:
         return False
+
+
+# How every Whoosh table of contents starts: the int, long and float sizes (varints), a
+# byte-order marker (-12345) and the TOC format version (-111), all as ``whoosh.index.TOC.write``
+# writes them. Checked without importing whoosh.
+_TOC_HEADER = bytes([4, 8, 4]) + struct.pack("!i", -12345) + struct.pack("!i", -111)
+_TOC_NAME = re.compile(r"_MAIN_(\d+)\.toc")
+
+
+def check(directory: Path, documents: int | None = None) -> None:
+    """Raise ``IndexFileError`` if the index in ``directory`` is unusable.
+
+    Without ``documents`` only the header of the current table of contents is read
+    (no whoosh import: this runs before every search). With it, Whoosh opens the
+    index, which must then hold exactly that many documents.
+    """
+    from lore.index.table import IndexFileError, describe
+
+    tocs = [(int(m.group(1)), p) for p in directory.glob("_MAIN_*.toc") if (m := _TOC_NAME.fullmatch(p.name))]
+    if not tocs:
+        raise IndexFileError("lexical", "no Whoosh table of contents")
+    toc = max(tocs)[1]
+    with toc.open("rb") as handle:
+        head = handle.read(len(_TOC_HEADER))
+    if head != _TOC_HEADER:
+        raise IndexFileError(f"lexical/{toc.name}", "not a Whoosh table of contents")
+    if documents is None:
+        return
+    try:
+        searcher = LexicalSearcher(directory)
+    except Exception as exc:  # Whoosh raises anything from IndexError to struct.error on a bad file
+        raise IndexFileError("lexical", describe(exc)) from exc
+    try:
+        count = searcher.doc_count
+    finally:
+        searcher.close()
+    if count != documents:
+        raise IndexFileError("lexical", f"{count} documents for {documents} records")

@@ -9,12 +9,17 @@ Layout of the index dir::
     gen-<id>/vectors-N.npy  embeddings (row i = table row i)
     gen-<id>/table-N.json   records table columns; docs-N.jsonl holds the texts
     gen-<id>/graph-N.json   typed-edge adjacency
+    gen-<id>/DAMAGED        written when a reader found a file unreadable: rebuild
     .build.lock             one builder at a time
 
 A full build writes a new generation and then swaps ``CURRENT``; an
 incremental refresh writes new ``-N`` files, updates Whoosh in place
 (its commit is atomic) and then replaces ``meta.json``. Killing either at any
-moment leaves the previous state usable; anything unreadable is rebuilt.
+moment leaves the previous state usable; anything unreadable is rebuilt:
+``meta.json`` records every file's size, ``IndexReader.load`` checks them and
+opens what a search reads before the search starts (cheap: memory-map headers,
+JSON the search would parse anyway, a few stats), and ``build`` and ``status``
+also open Whoosh.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -37,7 +42,7 @@ from lore import __version__
 from lore.errors import IndexUnavailableError, LockTimeoutError, ModelError
 from lore.index import bm25, lexical
 from lore.index import graph as graph_index
-from lore.index.table import Table, doc_of, embedding_text, record_hash
+from lore.index.table import IndexFileError, Table, describe, doc_of, embedding_text, record_hash
 from lore.paths import Locations
 from lore.store.fileio import atomic_write
 from lore.store.layout import source_files
@@ -52,6 +57,8 @@ FORMAT_VERSION = 7
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
+DAMAGED = "DAMAGED"
+MODEL_CHANGED = "embedding model changed"
 # Above this share of changed records a fresh build is cheaper than patching.
 INCREMENTAL_LIMIT = 0.3
 
@@ -60,6 +67,22 @@ Progress = Callable[[str, int, int], None]
 
 def _no_progress(stage: str, done: int, total: int) -> None:
     return None
+
+
+class IndexDamagedError(IndexUnavailableError):
+    """A file of the live generation cannot be read; ``file`` names it, ``reason`` says why."""
+
+    def __init__(self, file: str, reason: str, *, replaced: bool = False) -> None:
+        self.file = file
+        self.reason = reason
+        # The generation was replaced or refreshed while it was read: not damage, just run again.
+        self.replaced = replaced
+        if replaced:
+            super().__init__(f"the index changed while it was being read ({file}: {reason})",
+                             hint="another lore process rebuilt it; run the command again")  # fmt: skip
+        else:
+            super().__init__(f"index unreadable ({file}: {reason})",
+                             hint="the next search rebuilds it, or run `lore index`")  # fmt: skip
 
 
 @dataclass
@@ -143,9 +166,31 @@ class IndexManager:
         files = meta.get("files") or {}
         if not all((directory / str(name)).exists() for name in files.values()):
             return None
-        if not lexical.is_valid(directory / "lexical"):
+        if not lexical.is_valid(directory / "lexical") or (directory / DAMAGED).exists():
             return None
         return directory, meta
+
+    def damage_note(self) -> str | None:
+        """What a reader found unreadable in the live generation (its ``DAMAGED`` marker), if anything."""
+        directory = self.current_dir()
+        if directory is None:
+            return None
+        try:
+            text = (directory / DAMAGED).read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+        return (text.splitlines() or ["index unreadable"])[0][:300]
+
+    def check(self, directory: Path, meta: dict[str, Any], *, deep: bool = True) -> IndexDamagedError | None:
+        """Why this generation cannot be read, or None: ``IndexReader.load`` (plus Whoosh if ``deep``)."""
+        reader = IndexReader(directory, meta)
+        try:
+            reader.load(deep=deep)
+        except IndexDamagedError as error:
+            return error
+        finally:
+            reader.close()
+        return None
 
     def source_manifest(self) -> dict[str, list[int]]:
         manifest: dict[str, list[int]] = {}
@@ -157,12 +202,22 @@ class IndexManager:
 
     def staleness(self, meta: dict[str, Any]) -> str | None:
         """Why the index is out of step with the data dir, or None if it is not (stat only)."""
-        from lore.index.embedder import model_identity
+        from lore.index.embedder import model_identity, model_spec
 
+        if meta.get("damaged"):  # set by a reader that found a file unreadable
+            return str(meta["damaged"])
         if meta.get("data_dir") != str(self.data_dir.resolve()):
             return "built for another data dir"
-        if meta.get("embeddings") and meta.get("model") != model_identity():
-            return "embedding model changed"
+        if meta.get("embeddings"):
+            if meta.get("model") != model_identity():
+                return MODEL_CHANGED
+        elif "model_wanted" in meta:
+            # Built without embeddings because the configured model could not be loaded: only
+            # another model (or this one appearing) makes re-embedding worth trying, not every search.
+            if meta.get("model_wanted") != model_identity():
+                return f"{MODEL_CHANGED} (the index was built without embeddings)"
+        elif meta.get("model_spec") != model_spec():  # indexes from before ``model_wanted``
+            return f"{MODEL_CHANGED} (the index was built without embeddings)"
         indexed = meta.get("sources") or {}
         current = self.source_manifest()
         if set(indexed) != set(current):
@@ -181,9 +236,15 @@ class IndexManager:
         found = self.read_meta()
         size = _tree_size(self.index_dir) if self.index_dir.exists() else 0
         if found is None:
-            reason = "no index yet" if not (self.index_dir / CURRENT).exists() else "index unreadable or from another version"
+            if not (self.index_dir / CURRENT).exists():
+                reason = "no index yet"
+            else:
+                reason = self.damage_note() or "index unreadable or from another version"
             return IndexStatus(False, True, reason, None, size, self.index_dir)
-        _, meta = found
+        directory, meta = found
+        damage = self.check(directory, meta)
+        if damage is not None:
+            return IndexStatus(False, True, damage.message, None, size, self.index_dir)
         stale_reason = self.staleness(meta)
         return IndexStatus(True, stale_reason is not None, stale_reason or "up to date", meta, size, self.index_dir)
 
@@ -206,19 +267,28 @@ class IndexManager:
         self.store.require()
         started = time.perf_counter()
         with self._build_lock(lock_timeout):
+            warnings: list[str] = []
             found = None if rebuild else self.read_meta()
+            if found is None and not rebuild and (note := self.damage_note()):
+                warnings.append(f"{note}; rebuilt it")
             if found is not None:
                 directory, meta = found
                 reason = self.staleness(meta)
-                if reason is None:
+                full = reason is not None and (reason.startswith(MODEL_CHANGED) or reason == "built for another data dir")
+                # Whatever a refresh keeps, or an up-to-date index serves, must be readable.
+                damage = None if full else self.check(directory, meta)
+                if damage is not None:
+                    warnings.append(f"{damage.message}; rebuilt it")
+                elif reason is None:
                     return BuildReport("up-to-date", sum((meta.get("counts") or {}).values()),
                                        seconds=time.perf_counter() - started, embeddings=bool(meta.get("embeddings")))  # fmt: skip
-                if reason not in ("embedding model changed", "built for another data dir"):
+                elif not full:
                     report = self._incremental(directory, meta, progress)
                     if report is not None:
                         report.seconds = time.perf_counter() - started
                         return report
             report = self._full(progress, procs)
+        report.warnings[:0] = warnings
         report.seconds = time.perf_counter() - started
         return report
 
@@ -227,13 +297,14 @@ class IndexManager:
 
     @staticmethod
     def _embed_texts(texts: list[str], progress: Progress = _no_progress) -> tuple[np.ndarray | None, str | None, str | None]:
-        """(vectors, model identity, warning) — a broken model leaves lexical search working."""
-        from lore.index.embedder import get_embedder, model_identity
+        """(vectors, model identity, model error) — a broken model leaves lexical search working."""
+        from lore.index.embedder import get_embedder, model_identity, model_spec
 
+        spec = model_spec()
         try:
-            embedder = get_embedder()
+            embedder = get_embedder(spec)
         except ModelError as error:
-            return None, None, f"{error.message}; indexed without embeddings (lexical search only)"
+            return None, None, error.message
         chunks = []
         step = 4096
         for start in range(0, len(texts), step):
@@ -242,7 +313,7 @@ class IndexManager:
         import numpy as np
 
         matrix = np.concatenate(chunks) if chunks else np.zeros((0, embedder.dim), dtype=np.float32)
-        return matrix, model_identity(), None
+        return matrix, model_identity(spec), None
 
     def _full(self, progress: Progress, procs: int | None) -> BuildReport:
         timings: dict[str, float] = {}
@@ -318,13 +389,14 @@ class IndexManager:
             vectors.save_as(directory / names["vectors"], matrix)
         else:
             names.pop("vectors")
-        meta = self._meta(snapshot_counts(records), names, revision, identity, matrix is not None, built=True)
+        meta = self._meta(directory, snapshot_counts(records), names, revision, identity, matrix is not None, built=True,
+                          model_error=warning)  # fmt: skip
         meta["null_cosine"] = _null_cosine(matrix)
         atomic_write(directory / META, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
         atomic_write(self.index_dir / CURRENT, directory.name.encode())
         self._collect_garbage(keep=directory)
         return BuildReport("full", total, added=total, embeddings=matrix is not None,
-                           warnings=[warning] if warning else [], timings=timings)  # fmt: skip
+                           warnings=[f"{warning} (indexed without embeddings)"] if warning else [], timings=timings)  # fmt: skip
 
     def _incremental(self, directory: Path, meta: dict[str, Any], progress: Progress) -> BuildReport | None:
         from lore.index import vectors
@@ -333,9 +405,10 @@ class IndexManager:
         try:
             old = Table.load(directory / files["table"], directory / files["docs"])
             old_doc_lines = old.read_doc_lines()
-            old_vectors = vectors.load_file(directory / files["vectors"]) if "vectors" in files else None
+            old_vectors = vectors.load_file(directory / files["vectors"], len(old)) if "vectors" in files else None
             old_forward = bm25.load_forward(directory, files)
-        except (OSError, ValueError, KeyError, orjson.JSONDecodeError):
+            old_graph = graph_index.Adjacency.load_file(directory / files["graph"])
+        except (OSError, ValueError, KeyError, TypeError):
             return None  # unreadable: the caller rebuilds
         snapshot = self.store.load()
         records = list(snapshot.records.values())
@@ -382,7 +455,6 @@ class IndexManager:
                 docs.append(old_doc_lines[old_rows[record.id]])  # copied as bytes, not re-parsed
         table.save(directory / names["table"], directory / names["docs"], docs)
         explicit = self._explicit_edges(snapshot)
-        old_graph = graph_index.Adjacency.load_file(directory / files["graph"])
         if graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
             names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file, skip NetworkX
         else:
@@ -399,8 +471,9 @@ class IndexManager:
         upserts = [lexical.LexicalDoc(r.id, f["title"], f["body"], f["extra"], f["tags"])
                    for r, f in zip(changed, changed_fields, strict=True)]  # fmt: skip
         lexical.update(directory / "lexical", upserts, deleted)
-        new_meta = self._meta(snapshot_counts(records), names, revision, identity, new_matrix is not None,
-                              built=False, previous=meta)  # fmt: skip
+        new_meta = self._meta(directory, snapshot_counts(records), names, revision, identity, new_matrix is not None,
+                              built=False, previous=meta,
+                              model_error=meta.get("model_error"))  # fmt: skip
         new_meta["null_cosine"] = _null_cosine(new_matrix)
         atomic_write(directory / META, orjson.dumps(new_meta, option=orjson.OPT_INDENT_2))
         self._collect_old_revisions(directory, keep={*names.values(), *files.values()})
@@ -422,9 +495,10 @@ class IndexManager:
     def _explicit_edges(snapshot: Any) -> list[graph_index.GraphEdge]:
         return [graph_index.GraphEdge(e.source, e.target, e.relation, e.weight) for e in snapshot.edges]
 
-    def _meta(self, counts: dict[str, int], names: dict[str, str], revision: int, identity: str | None,
-              embeddings: bool, *, built: bool, previous: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
-        from lore.index.embedder import model_spec
+    def _meta(self, directory: Path, counts: dict[str, int], names: dict[str, str], revision: int,
+              identity: str | None, embeddings: bool, *, built: bool, previous: dict[str, Any] | None = None,
+              model_error: str | None = None) -> dict[str, Any]:  # fmt: skip
+        from lore.index.embedder import model_identity, model_spec
 
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest = self.source_manifest()
@@ -437,9 +511,14 @@ class IndexManager:
             "revision": revision,
             "model": identity,
             "model_spec": model_spec(),
+            # The model that was configured (its identity): without embeddings, the index is
+            # stale only once this changes (``staleness``), not on every search.
+            "model_wanted": model_identity(),
+            "model_error": None if embeddings else model_error,
             "embeddings": embeddings,
             "counts": counts,
             "files": names,
+            "sizes": _file_sizes(directory, names),
             "sources": manifest,
             "digests": {name: _file_digest(self.store.data_dir / name) for name in manifest},
         }
@@ -459,28 +538,54 @@ class IndexManager:
 
     # -- opening for search --------------------------------------------------------
     def open(self, *, policy: str = "refresh", progress: Progress = _no_progress) -> tuple[IndexReader, list[str]]:
-        """An up-to-date reader (building or refreshing first if needed), plus warnings."""
+        """An up-to-date reader (building or refreshing first if needed), plus warnings.
+
+        The reader is loaded (``IndexReader.load``) before it is returned: a generation with an
+        unreadable file is rebuilt, like a missing one, whatever the policy.
+        """
         warnings: list[str] = []
-        found = self.read_meta()
-        if found is None:
-            warnings.extend(self.build(progress=progress).warnings)
+        attempts = 3
+        for attempt in range(attempts):
             found = self.read_meta()
-        else:
-            reason = self.staleness(found[1])
-            if reason is not None:
-                if policy == "refresh":
-                    try:
-                        report = self.build(progress=progress, lock_timeout=10.0)
-                        warnings.extend(report.warnings)
-                    except LockTimeoutError:
-                        warnings.append("index is being rebuilt by another process; results may be stale")
-                    found = self.read_meta() or found
-                elif policy == "warn":
-                    warnings.append(f"index is stale ({reason}); run `lore index`")
-        if found is None:
-            raise IndexUnavailableError(f"could not build an index in {self.index_dir}")
-        directory, meta = found
-        return IndexReader(directory, meta), warnings
+            if found is None:
+                warnings.extend(self.build(progress=progress).warnings)
+                found = self.read_meta()
+            else:
+                reason = self.staleness(found[1])
+                if reason is not None:
+                    if policy == "refresh":
+                        try:
+                            report = self.build(progress=progress, lock_timeout=10.0)
+                            warnings.extend(report.warnings)
+                        except LockTimeoutError:
+                            warnings.append("index is being rebuilt by another process; results may be stale")
+                        found = self.read_meta() or found
+                    elif policy == "warn":
+                        warnings.append(f"index is stale ({reason}); run `lore index`")
+            if found is None:
+                raise IndexUnavailableError(f"could not build an index in {self.index_dir}")
+            reader = IndexReader(*found)
+            try:
+                reader.load()
+            except IndexDamagedError as damage:
+                reader.close()
+                if attempt == attempts - 1:
+                    raise
+                if not damage.replaced:
+                    # Under the build lock, ``build`` checks the generation again: one another
+                    # process is refreshing right now is left to it, a damaged one is rebuilt
+                    # (its warning names the file).
+                    warnings.extend(self.build(progress=progress).warnings)
+                continue
+            self._explain_missing_embeddings(found[1], warnings)
+            return reader, list(dict.fromkeys(warnings))
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _explain_missing_embeddings(meta: dict[str, Any], warnings: list[str]) -> None:
+        error = meta.get("model_error")
+        if not meta.get("embeddings") and error and not any("lexical" in w or "embedding" in w for w in warnings):
+            warnings.append(f"the index has no embeddings: {error}")
 
 
 EMBED_PROCESS_THRESHOLD = 3000
@@ -531,6 +636,29 @@ def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) ->
     return (*IndexManager._embed_texts(texts), None)
 
 
+def _file_sizes(directory: Path, names: dict[str, str]) -> dict[str, int]:
+    """Every file of a generation (the Whoosh ones included) and its size, for ``IndexReader.load``."""
+    sizes = {name: (directory / name).stat().st_size for name in names.values()}
+    for child in sorted((directory / "lexical").iterdir()):
+        if child.is_file() and not child.name.endswith("LOCK"):  # Whoosh's (empty) write lock comes and goes
+            sizes[f"lexical/{child.name}"] = child.stat().st_size
+    return sizes
+
+
+def _still_live(directory: Path, meta: dict[str, Any]) -> bool:
+    """Whether ``directory`` is still the live generation, at the revision ``meta`` describes."""
+    try:
+        live = (directory.parent / CURRENT).read_text(encoding="utf-8").strip()
+        on_disk = orjson.loads((directory / META).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return (live == directory.name and isinstance(on_disk, dict)
+            and (on_disk.get("revision"), on_disk.get("updated_at")) == (meta.get("revision"), meta.get("updated_at")))  # fmt: skip
+
+
+T = TypeVar("T")
+
+
 def snapshot_counts(records: list[Record]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for record in records:
@@ -539,7 +667,14 @@ def snapshot_counts(records: list[Record]) -> dict[str, int]:
 
 
 class IndexReader:
-    """Lazy access to one generation's parts; each loads on first use."""
+    """One generation's parts, each loaded on first use (``load`` opens them up front and checks every file).
+
+    A part that cannot be read raises ``IndexDamagedError`` naming its file. Found by
+    ``load`` (``IndexManager.open`` calls it), the generation is simply rebuilt; found
+    later, mid-query (Whoosh, opened only for quoted phrases, or a docs line), the
+    generation is also marked ``DAMAGED`` so that the next open rebuilds it, and
+    ``meta["damaged"]`` makes ``staleness`` tell a warm session to reopen.
+    """
 
     def __init__(self, directory: Path, meta: dict[str, Any]) -> None:
         self.directory = directory
@@ -550,6 +685,54 @@ class IndexReader:
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
         self._active: list[bool] | None = None
+        self._checking = False
+
+    def load(self, *, deep: bool = False) -> None:
+        """Open what every search reads and check every file; Whoosh is opened only if ``deep``.
+
+        Costs a few stats, the docs file's first and last line and the head of Whoosh's
+        table of contents beyond what a search loads anyway (no whoosh import unless ``deep``).
+        """
+        self._checking = True
+        try:
+            sizes = self.meta.get("sizes")
+            for name, size in (sizes.items() if isinstance(sizes, dict) else ()):
+                try:
+                    actual = (self.directory / str(name)).stat().st_size
+                except OSError as exc:
+                    raise self._damaged(str(name), exc) from exc
+                if actual != size:
+                    raise self._damaged(str(name), IndexFileError(str(name), f"{actual} bytes, {size} expected"))
+            table = self.table
+            self._load(self.meta["files"]["docs"], table.check_docs)
+            _ = self.bm25, self.adjacency
+            if self.has_vectors:
+                _ = self.vectors
+            self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
+        finally:
+            self._checking = False
+
+    def _load(self, file: str, loader: Callable[[], T]) -> T:
+        try:
+            return loader()
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise self._damaged(file, exc) from exc
+
+    def _damaged(self, file: str, exc: Exception) -> IndexDamagedError:
+        if isinstance(exc, IndexDamagedError):
+            return exc
+        if isinstance(exc, IndexFileError):
+            file = exc.name
+        if not _still_live(self.directory, self.meta):
+            return IndexDamagedError(file, describe(exc), replaced=True)
+        error = IndexDamagedError(file, describe(exc))
+        if not self._checking:  # mid-query: leave a note for the next open (``load``'s caller rebuilds now)
+            self.meta["damaged"] = error.message
+            with contextlib.suppress(OSError):
+                atomic_write(self.directory / DAMAGED, error.message.encode())
+        return error
 
     @property
     def has_vectors(self) -> bool:
@@ -559,19 +742,22 @@ class IndexReader:
     def table(self) -> Table:
         if self._table is None:
             files = self.meta["files"]
-            self._table = Table.load(self.directory / files["table"], self.directory / files["docs"])
+            self._table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
+                                                                         self.directory / files["docs"]))  # fmt: skip
+            self._table.on_damage = self._damaged
         return self._table
 
     @property
     def lexical(self) -> lexical.LexicalSearcher:
         if self._lexical is None:
-            self._lexical = lexical.LexicalSearcher(self.directory / "lexical")
+            self._lexical = self._load("lexical", lambda: lexical.LexicalSearcher(self.directory / "lexical"))
         return self._lexical
 
     @property
     def bm25(self) -> bm25.Bm25Index:
         if self._bm25 is None:
-            self._bm25 = bm25.Bm25Index(self.directory, self.meta["files"], len(self.table))
+            rows = len(self.table)
+            self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta["files"], rows))
         return self._bm25
 
     @property
@@ -581,7 +767,9 @@ class IndexReader:
 
             from lore.index import vectors
 
-            stored = vectors.load_file(self.directory / self.meta["files"]["vectors"])
+            rows = len(self.table)
+            name = self.meta["files"]["vectors"]
+            stored = self._load(name, lambda: vectors.load_file(self.directory / name, rows))
             # Indexes are float32 on disk (memory-mapped as is); convert anything else once.
             self._vectors = stored if stored.dtype == np.float32 else np.asarray(stored, dtype=np.float32)
         return self._vectors
@@ -596,7 +784,8 @@ class IndexReader:
     @property
     def adjacency(self) -> graph_index.Adjacency:
         if self._adjacency is None:
-            self._adjacency = graph_index.Adjacency.load_file(self.directory / self.meta["files"]["graph"])
+            name = self.meta["files"]["graph"]
+            self._adjacency = self._load(name, lambda: graph_index.Adjacency.load_file(self.directory / name))
         return self._adjacency
 
     def close(self) -> None:

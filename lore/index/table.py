@@ -7,7 +7,7 @@ each record's text lives in a JSONL file read by offset only for shown results.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,32 @@ if TYPE_CHECKING:
     from lore.store.records import Record
 
 CONTENT_LIMIT = 4000
+
+
+class IndexFileError(ValueError):
+    """An index file that is there but unusable; ``name`` is its path inside the generation.
+
+    Raised by the parts that read several files (BM25, Whoosh, the docs beside the
+    table) so that ``IndexReader`` can name the one at fault.
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(reason)
+        self.name = name
+
+
+def describe(exc: BaseException, limit: int = 120) -> str:
+    """A one-line reason for a failed read: the exception's class and first line, shortened."""
+    if isinstance(exc, IndexFileError):
+        text = str(exc)
+    elif isinstance(exc, FileNotFoundError):
+        text = "missing"
+    elif isinstance(exc, OSError) and exc.strerror:
+        text = f"{exc.__class__.__name__}: {exc.strerror}"
+    else:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        text = f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def record_hash(record: Record) -> str:
@@ -59,6 +85,8 @@ class Table:
     docs_path: Path | None = None
     _row: dict[str, int] | None = None
     _docs_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Set by the index reader: turns a docs line that cannot be read into its own error.
+    on_damage: Callable[[str, Exception], Exception] | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -97,11 +125,43 @@ class Table:
         if cached is not None:
             return cached
         assert self.docs_path is not None
-        with self.docs_path.open("rb") as handle:
-            handle.seek(self.offsets[row])
-            value = orjson.loads(handle.readline())
+        try:
+            with self.docs_path.open("rb") as handle:
+                handle.seek(self.offsets[row])
+                value = orjson.loads(handle.readline())
+            if not isinstance(value, dict):
+                raise ValueError(f"line at byte {self.offsets[row]} is not a JSON object")
+        except (OSError, ValueError) as exc:
+            if self.on_damage is None:
+                raise
+            raise self.on_damage(self.docs_path.name, exc) from exc
         self._docs_cache[row] = value
         return value
+
+    def check_docs(self) -> None:
+        """Check the docs file against the offsets without reading it all: its size, first and last line."""
+        assert self.docs_path is not None
+        name = self.docs_path.name
+        size = self.docs_path.stat().st_size
+        if not self.offsets:
+            if size:
+                raise IndexFileError(name, f"{size} bytes for no records")
+            return
+        last = self.offsets[-1]
+        if self.offsets[0] != 0 or not 0 <= last < size:
+            raise IndexFileError(name, f"offsets do not fit a file of {size} bytes")
+        with self.docs_path.open("rb") as handle:
+            first = handle.readline()
+            handle.seek(last)
+            tail = handle.read()
+        for line in (first, tail):
+            if not line.endswith(b"\n") or line.count(b"\n") != 1:
+                raise IndexFileError(name, "a line does not end where the next one starts")
+            try:
+                if not isinstance(orjson.loads(line), dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                raise IndexFileError(name, describe(exc)) from exc
 
     def save(self, table_path: Path, docs_path: Path, docs: Sequence[dict[str, Any] | bytes]) -> None:
         """Write the columns and the docs file; a doc given as bytes is an already serialised line."""
@@ -120,10 +180,12 @@ class Table:
     @classmethod
     def load(cls, table_path: Path, docs_path: Path) -> Table:
         columns = orjson.loads(table_path.read_bytes())
+        if not isinstance(columns, dict) or not all(isinstance(columns.get(name), list) for name in COLUMNS):
+            raise ValueError(f"{table_path.name}: not a records table")
         table = cls(**{name: columns[name] for name in COLUMNS})
         table.docs_path = docs_path
         if len({len(getattr(table, name)) for name in COLUMNS}) != 1:
-            raise ValueError(f"{table_path}: columns of different lengths")
+            raise ValueError(f"{table_path.name}: columns of different lengths")
         return table
 
     def read_doc_lines(self) -> list[bytes]:

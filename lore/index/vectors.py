@@ -18,10 +18,15 @@ def save_as(path: Path, matrix: np.ndarray) -> Path:
     return path
 
 
-def load_file(path: Path) -> np.ndarray:
+def load_file(path: Path, rows: int | None = None) -> np.ndarray:
+    """The memory-mapped matrix; ValueError unless it is a float matrix (of ``rows`` rows, if given)."""
     import numpy as np
 
-    return np.load(path, mmap_mode="r")
+    matrix = np.load(path, mmap_mode="r")
+    if matrix.ndim != 2 or matrix.dtype.kind != "f" or (rows is not None and matrix.shape[0] != rows):
+        expected = f"{rows} rows of floats" if rows is not None else "a float matrix"
+        raise ValueError(f"{matrix.dtype} array of shape {matrix.shape}, not {expected}")
+    return matrix
 
 
 def top_k(matrix: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:

@@ -6,6 +6,9 @@ An empty or unclassifiable query falls back to ``understand``.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,22 +106,41 @@ def compute_centroids(encode: Callable[[list[str]], np.ndarray]) -> dict[str, li
 
 
 def load_centroids(cache: Path, identity: str, encode: Callable[[list[str]], np.ndarray]) -> dict[str, list[float]]:
-    """Centroids for the model ``identity``, computed on first use and cached in ``cache``."""
+    """Centroids for the model ``identity``, computed on first use and cached in ``cache``.
+
+    The cache is disposable: anything in it that is not this model's centroids (junk,
+    another model's, a half-written file) is recomputed and replaced.
+    """
     try:
         data = orjson.loads(cache.read_bytes())
-        if data.get("model") == identity and data.get("phrases") == _phrases_key():
-            return dict(data["centroids"])
-    except (OSError, orjson.JSONDecodeError, AttributeError, KeyError):
+        if isinstance(data, dict) and data.get("model") == identity and data.get("phrases") == _phrases_key():
+            cached = _valid_centroids(data.get("centroids"))
+            if cached is not None:
+                return cached
+    except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
         pass
     centroids = compute_centroids(encode)
+    tmp = cache.with_name(f"{cache.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one per writer
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
         tmp.write_bytes(orjson.dumps({"model": identity, "phrases": _phrases_key(), "centroids": centroids}))
         tmp.replace(cache)
-    except OSError:
-        pass  # a read-only cache dir only costs recomputation
+    except OSError:  # a read-only cache dir only costs recomputation
+        with contextlib.suppress(OSError):
+            tmp.unlink()
     return centroids
+
+
+def _valid_centroids(value: object) -> dict[str, list[float]] | None:
+    """``value`` if it holds one vector of numbers per intent, all of one dimension; else None."""
+    if not isinstance(value, dict) or set(value) != set(INTENTS):
+        return None
+    dims = set()
+    for vector in value.values():
+        if not isinstance(vector, list) or not vector or not all(isinstance(x, (int, float)) for x in vector):
+            return None
+        dims.add(len(vector))
+    return dict(value) if len(dims) == 1 else None
 
 
 def _phrases_key() -> str:
