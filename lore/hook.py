@@ -117,7 +117,7 @@ def remember_last_prompt(session_id: str | None, prompt: str) -> None:
 
 
 def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
-                       gap_line: bool = False) -> str:  # fmt: skip
+                       gap_line: bool = False, policy: str | None = None) -> str:  # fmt: skip
     """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
     from lore.context import assemble
     from lore.project import detect_project
@@ -126,19 +126,31 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
 
     project = detect_project(cwd) if cwd else None
     options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
-    policy = os.environ.get("LORE_HOOK_REFRESH", "ignore")
-    response, reader = search(session, prompt, options, policy=policy, use_llm=False)
+    response, reader = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
     block = assemble(response, reader, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
     return block.text
 
 
-def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float) -> str | None:
+def prompt_policy(policy: str | None = None) -> str:
+    """The staleness policy on the prompt path: ``ignore`` (default) or ``warn``, never ``refresh``.
+
+    A refresh can take seconds (a full rebuild, minutes): inside the hook's deadline it
+    would cost the prompt its context, and the build would be cut off when the hook
+    exits, so ``LORE_HOOK_REFRESH=refresh`` answers from the index as it is, like ``warn``.
+    The next ordinary command (``lore search``, ``lore index``) or the warm helper refreshes.
+    """
+    value = policy if policy is not None else os.environ.get("LORE_HOOK_REFRESH", "ignore")
+    return "warn" if value == "refresh" else value
+
+
+def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float,
+                locations: Any = None) -> str | None:  # fmt: skip
     """Search in a worker thread; give up (None) at the hard deadline."""
     from lore.index.manager import IndexManager, IndexReader
     from lore.paths import Locations
     from lore.search import SearchSession
 
-    locations = Locations.resolve()
+    locations = locations or Locations.resolve()
     if not locations.data_dir.is_dir():
         raise FileNotFoundError(f"data dir {locations.data_dir} does not exist")
     # Checked here rather than left to SearchSession.open, which would build a
@@ -146,6 +158,9 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     found = IndexManager(locations).read_meta()
     if found is None:
         raise FileNotFoundError(f"no usable index in {locations.index_dir}; run `lore index`")
+    if found[1].get("data_dir") != str(locations.data_dir.resolve()):
+        raise FileNotFoundError(f"the index in {locations.index_dir} was built for another data dir "
+                                f"({found[1].get('data_dir')}); run `lore index`")  # fmt: skip
     result: dict[str, Any] = {}
     total = deadline - started
     soft = deadline - vector_cost_estimate(found[1])  # past this, skip the vector channels: lexical-only
@@ -216,12 +231,15 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         budget = budget_chars()
         if budget <= 0:
             return 0
+        from lore.paths import Locations
         from lore.server import ask_server
 
+        locations = Locations.resolve()
+        # The resolved data dir: a helper serving another data dir (same index dir) declines.
         text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": _gap_line(),
-                           "data_dir": os.environ.get("LORE_DATA_DIR")}, deadline)  # fmt: skip
+                           "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
         if text is None:
-            text = _in_process(prompt, cwd, budget, started, deadline)
+            text = _in_process(prompt, cwd, budget, started, deadline, locations)
         if text and len(text) <= budget:
             stdout.write(hook_output("UserPromptSubmit", text) + "\n")
             stdout.flush()

@@ -129,7 +129,14 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A helper that exited but is not reaped yet (its parent, `lore server start`, is gone)
+    # still answers kill(0): it is a zombie, not a running helper.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
@@ -174,14 +181,36 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         return 3  # another helper already serves this index
     session = SearchSession(locations)
     manager = IndexManager(locations)
-    generation = manager.current_dir()
+    # Warm everything a request needs before announcing ourselves (building the index if there is none).
+    # Without a readable index there is nothing to serve: the hook works in-process.
+    try:
+        stamp = _meta_stamp(manager)
+        reader = session.open("ignore")
+        _warm(reader)
+    except Exception as exc:
+        log_failure("server", f"no usable index: {exc!r}")
+        lock.release()
+        sys.stderr.write(f"lore server exiting: no usable index ({exc!r})\n")
+        return 1
+    with contextlib.suppress(Exception):
+        if reader.has_vectors:
+            session.get_encoder()
+            session.get_centroids(reader)
+        from lore.index import analysis
+
+        analysis.terms("warm the stemmer")
+    generation = reader.directory
+    data_dir = str(locations.data_dir.resolve())
+    refresher = _Refresher(locations, generation, stamp, log_failure)
     stopping = {"flag": False}
 
     def on_term(signum: int, frame: Any) -> None:
         stopping["flag"] = True
+        # Interrupt a blocking accept() now rather than at its next poll; once only, so
+        # the clean-up below cannot be interrupted by a second signal.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise _Stopping
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
     with contextlib.suppress(FileNotFoundError):
         paths["socket"].unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -191,36 +220,53 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     listener.settimeout(ACCEPT_POLL_S)
     started = time.time()
     last_used = time.monotonic()
+    next_check = 0.0
     served = 0
+    refreshes = 0
 
     def write_status() -> None:
+        current = session.reader
         status = {"pid": os.getpid(), "socket": str(paths["socket"]), "index_dir": str(locations.index_dir),
                   "data_dir": str(locations.data_dir), "started_at": started, "idle_exit_s": idle_seconds,
-                  "requests": served, "generation": generation.name if generation else None}  # fmt: skip
+                  "requests": served, "generation": generation.name,
+                  "revision": current.meta.get("revision") if current is not None else None,
+                  "refreshes": refreshes, "refreshing": refresher.busy()}  # fmt: skip
         tmp = paths["status"].with_suffix(".tmp")
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
 
-    # Warm everything a request needs before announcing ourselves.
-    with contextlib.suppress(Exception):
-        reader = session.open("ignore")
-        if reader.has_vectors:
-            session.get_encoder()
-            session.get_centroids(reader)
-        _ = reader.table, reader.bm25, reader.adjacency
-        from lore.index import analysis
-
-        analysis.terms("warm the stemmer")
     write_status()
     reason = "stopped"
     try:
+        # Installed inside the try: the handler raises _Stopping, which only this try catches.
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
         while not stopping["flag"]:
+            fresh = refresher.take()
+            if fresh is not None:
+                # Swapped between requests: no request ever sees a reader change under it.
+                old, session.reader, session.warnings = session.reader, fresh, []
+                if old is not None and old is not fresh:
+                    old.close()
+                refreshes += 1
+                write_status()
+            if refresher.unusable:
+                reason = "index unreadable"
+                break
             if time.monotonic() - last_used > idle_seconds:
                 reason = "idle"
                 break
             if manager.current_dir() != generation:
                 reason = "index rebuilt"
                 break
+            if time.monotonic() >= next_check:
+                # Stale-while-revalidate: requests are answered from the loaded index; a
+                # changed data dir (or an index refreshed by another process) is picked up
+                # in the background and swapped in when ready.
+                next_check = time.monotonic() + REVALIDATE_S
+                if session.reader is not None and refresher.needed(manager, session.reader):
+                    refresher.start()
+                    write_status()
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
@@ -231,18 +277,15 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
                 raise
             last_used = time.monotonic()
             with conn:
-                stale = _handle(conn, session, manager, context_for_prompt, log_failure)
+                _handle(conn, session, data_dir, context_for_prompt, log_failure)
             served += 1
             write_status()
-            if stale:
-                # Refresh after answering, so no prompt waits for it.
-                try:
-                    manager.build(lock_timeout=5.0)
-                    session.open("refresh")
-                except Exception as exc:
-                    log_failure("server-refresh", repr(exc))
+            next_check = 0.0  # revalidate right after answering, before the next accept
+    except _Stopping:
+        reason = "stopped"
     finally:
         listener.close()
+        refresher.stop()
         for key in ("socket", "status"):
             with contextlib.suppress(FileNotFoundError):
                 paths[key].unlink()
@@ -251,8 +294,187 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     return 0
 
 
-def _handle(conn: socket.socket, session: Any, manager: Any, context_for_prompt: Any, log_failure: Any) -> bool:
-    """Answer one request; return True when the index turned out stale."""
+# How often an idle helper compares its index with the data dir (it also does right
+# after each answer): staleness is a handful of stat calls.
+REVALIDATE_S = 1.0
+# After a refresh that failed (or left the index as stale as it found it).
+REFRESH_RETRY_S = 30.0
+# How long the refresh waits for another process's build before giving up (and retrying later).
+REFRESH_LOCK_S = 120.0
+_REFRESH_CHILD = "from lore.server import refresh_child; raise SystemExit(refresh_child())"
+# The refresh runs beside the helper and the prompt hooks: keep it to one core.
+_ONE_CORE = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+             "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+
+
+class _Stopping(Exception):
+    """Raised by the SIGTERM handler to leave the serving loop at once."""
+
+
+def _warm(reader: Any) -> None:
+    """Load what a request reads, so the first request after a (re)load pays nothing."""
+    _ = reader.table, reader.bm25, reader.adjacency, reader.active_rows
+    if reader.has_vectors:
+        _ = reader.vectors
+
+
+def _meta_stamp(manager: Any) -> tuple[str, int, int] | None:
+    """Which meta.json is live (generation, size, mtime): a change means another process refreshed the index."""
+    directory = manager.current_dir()
+    if directory is None:
+        return None
+    try:
+        stat = (directory / "meta.json").stat()
+    except OSError:
+        return None
+    return directory.name, stat.st_size, stat.st_mtime_ns
+
+
+class _Refresher:
+    """Brings the index up to date off the request path and prepares a warm reader for the helper.
+
+    The build runs in a child process (``refresh_child``): the helper's requests never
+    wait for it or compete with it for the GIL, and a build can be stopped at any moment
+    (the index manager keeps the previous state usable). A thread waits for the child,
+    opens the refreshed index and warms it; the serving loop swaps it in between
+    requests (``take``).
+    """
+
+    def __init__(self, locations: Any, generation: Path, stamp: tuple[str, int, int] | None, log_failure: Any) -> None:
+        import threading
+
+        self.locations = locations
+        self.generation = generation
+        self.stamp = stamp  # meta.json of the reader the helper serves from
+        self.log_failure = log_failure
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.child: Any = None
+        self.ready: tuple[Any, tuple[str, int, int] | None] | None = None
+        self.unusable = False
+        self.stopping = False
+        self.retry_after = 0.0
+
+    def busy(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def needed(self, manager: Any, reader: Any) -> bool:
+        """Whether the served index lags the data dir or the index on disk (cheap: stat calls)."""
+        if self.busy() or self.ready is not None or time.monotonic() < self.retry_after:
+            return False
+        if _meta_stamp(manager) != self.stamp:
+            return True
+        try:
+            return manager.staleness(reader.meta) is not None
+        except Exception as exc:
+            self.log_failure("server-refresh", repr(exc))
+            self.retry_after = time.monotonic() + REFRESH_RETRY_S
+            return False
+
+    def start(self) -> None:
+        import threading
+
+        self.thread = threading.Thread(target=self._run, name="lore-refresh", daemon=True)
+        self.thread.start()
+
+    def take(self) -> Any:
+        """The refreshed reader, once (None when there is none yet)."""
+        with self.lock:
+            ready, self.ready = self.ready, None
+        if ready is None:
+            return None
+        self.stamp = ready[1]
+        return ready[0]
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping = True
+            child = self.child
+        if child is not None and child.poll() is None:
+            import subprocess
+
+            child.terminate()  # the index manager leaves the previous state usable
+            try:
+                child.wait(2.0)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+    def _run(self) -> None:
+        from lore.index.manager import IndexManager, IndexReader
+
+        manager = IndexManager(self.locations)
+        try:
+            found = manager.read_meta()
+            if found is not None and found[0] != self.generation:
+                return  # rebuilt by another process: the serving loop exits
+            if found is None or manager.staleness(found[1]) is not None:
+                before = manager.source_manifest()
+                code = self._build()
+                if code is None:
+                    return  # the helper is stopping
+                if code != 0:
+                    self.log_failure("server-refresh", f"index refresh exited with {code}; retrying in {REFRESH_RETRY_S:.0f}s")
+                    self.retry_after = time.monotonic() + REFRESH_RETRY_S
+                    return
+                found = manager.read_meta()
+                if found is not None and manager.staleness(found[1]) is not None and manager.source_manifest() == before:
+                    # Built, yet as stale as before: do not loop on it.
+                    self.log_failure("server-refresh", "the index is still stale after a refresh")
+                    self.retry_after = time.monotonic() + REFRESH_RETRY_S
+            stamp = _meta_stamp(manager)
+            found = manager.read_meta()
+            if found is None:
+                self.unusable = True
+                return
+            if found[0] != self.generation:
+                return  # rebuilt: the serving loop exits
+            reader = IndexReader(*found)
+            _warm(reader)
+        except Exception as exc:
+            self.log_failure("server-refresh", repr(exc))
+            self.retry_after = time.monotonic() + REFRESH_RETRY_S
+            return
+        with self.lock:
+            if self.stopping:
+                reader.close()
+                return
+            self.ready = (reader, stamp)
+
+    def _build(self) -> int | None:
+        """Run ``refresh_child`` in a child process; its exit code, or None when stopped."""
+        import subprocess
+
+        env = {**_ONE_CORE, **os.environ, "LORE_DATA_DIR": str(self.locations.data_dir),
+               "LORE_INDEX_DIR": str(self.locations.index_dir)}  # fmt: skip
+        with self.lock:
+            if self.stopping:
+                return None
+            self.child = subprocess.Popen([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, env=env, close_fds=True)  # fmt: skip
+        code = self.child.wait()
+        with self.lock:
+            self.child = None
+            return None if self.stopping else int(code)
+
+
+def refresh_child() -> int:
+    """Entry point of the helper's refresh process: bring the index up to date, at low priority."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)  # prompts (the hook and the helper) come first
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+
+    try:
+        IndexManager(Locations.resolve()).build(lock_timeout=REFRESH_LOCK_S)
+    except Exception as exc:
+        sys.stderr.write(f"lore server: index refresh failed: {exc!r}\n")
+        return 1
+    return 0
+
+
+def _handle(conn: socket.socket, session: Any, data_dir: str, context_for_prompt: Any, log_failure: Any) -> None:
+    """Answer one request from the loaded index, as it is; never refresh or build here."""
     conn.settimeout(2.0)
     data = b""
     try:
@@ -263,21 +485,33 @@ def _handle(conn: socket.socket, session: Any, manager: Any, context_for_prompt:
             data += chunk
         request = json.loads(data)
         reply: dict[str, Any]
-        stale = False
+        reader = session.reader
         if request.get("op") == "ping":
             reply = {"ok": True, "text": "pong"}
-        elif request.get("op") == "context":
-            session.open("ignore")
-            stale = session.reader is not None and manager.staleness(session.reader.meta) is not None
-            text = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),
-                                      int(request.get("budget", 1500)), None, bool(request.get("gap_line")))  # fmt: skip
-            reply = {"ok": True, "text": text}
-        else:
+        elif request.get("op") != "context":
             reply = {"ok": False, "error": "unknown op"}
+        elif request.get("data_dir") is not None and not _same_dir(request["data_dir"], data_dir):
+            reply = {"ok": False, "error": f"this helper serves {data_dir}"}
+        elif reader is None or reader.meta.get("data_dir") != data_dir:
+            reply = {"ok": False, "error": "the loaded index was built for another data dir"}
+        else:
+            text = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),
+                                      int(request.get("budget", 1500)), None, bool(request.get("gap_line")),
+                                      policy="ignore")  # fmt: skip
+            reply = {"ok": True, "text": text}
         conn.sendall(json.dumps(reply).encode() + b"\n")
-        return stale
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the hook gave up (its deadline passed): nothing to report
     except Exception as exc:
         log_failure("server", repr(exc))
         with contextlib.suppress(OSError):
             conn.sendall(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
+
+
+def _same_dir(requested: Any, data_dir: str) -> bool:
+    from pathlib import Path
+
+    try:
+        return str(Path(str(requested)).expanduser().resolve()) == data_dir
+    except (OSError, RuntimeError, ValueError):
         return False
