@@ -72,3 +72,29 @@ def bash_lore_copy(tmp_path: Path) -> Path:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def indexed(data_dir: Path) -> Path:
+    """A small store for the hook tests (an ANSI escape included), indexed."""
+    from lore import capture
+    from lore.capture import WriteOptions
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+    from lore.store import Store
+
+    plain = WriteOptions(check_duplicates=False)
+    store = Store(data_dir, actor="test")
+    store.init()
+    capture.remember(store, "Wrap payment-provider calls in exponential backoff with full jitter", project="acme-api",
+                     rationale="A Stripe degradation turned synchronized attempts into a thundering herd.\x1b[31m",
+                     importance=4, options=plain)  # fmt: skip
+    capture.remember(store, "Use PgBouncer transaction pooling for billing Postgres", project="acme-api",
+                     rationale="asyncpg exhausted RDS connections during the March spike", options=plain)  # fmt: skip
+    capture.learn(store, "Idempotency keys for payment calls", project="acme-api",
+                  solution="Send a stable idempotency key with every charge so a second attempt cannot double-charge",
+                  options=plain)  # fmt: skip
+    for i in range(20):
+        capture.observe(store, f"Unrelated note {i} about office plants and lunch menus", project="other", options=plain)
+    IndexManager(Locations.resolve(data_dir)).build()
+    return data_dir

@@ -72,22 +72,6 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-@pytest.fixture
-def indexed(data_dir: Path) -> Path:
-    store = Store(data_dir, actor="test")
-    store.init()
-    capture.remember(store, "Wrap payment-provider calls in exponential backoff with full jitter", project="acme-api",
-                     rationale="A Stripe degradation turned synchronized attempts into a thundering herd.",
-                     importance=4, options=PLAIN)  # fmt: skip
-    capture.remember(store, "Use PgBouncer transaction pooling for billing Postgres", project="acme-api",
-                     rationale="asyncpg exhausted RDS connections during the March spike", options=PLAIN)  # fmt: skip
-    capture.learn(store, "Idempotency keys for payment calls", project="acme-api",
-                  solution="Send a stable idempotency key with every charge so a second attempt cannot double-charge",
-                  options=PLAIN)  # fmt: skip
-    for i in range(20):
-        capture.observe(store, f"Unrelated note {i} about office plants and lunch menus", project="other", options=PLAIN)
-    IndexManager(Locations.resolve(data_dir)).build()
-    return data_dir
 
 
 def helper_processes(index_dir: Path) -> list[int]:
