@@ -312,10 +312,13 @@ class _Stopping(Exception):
 
 
 def _warm(reader: Any) -> None:
-    """Load what a request reads, so the first request after a (re)load pays nothing."""
-    _ = reader.table, reader.bm25, reader.adjacency, reader.active_rows
-    if reader.has_vectors:
-        _ = reader.vectors
+    """Load (and check) what a request reads, so the first request after a (re)load pays nothing.
+
+    ``IndexReader.load`` is the one list of what a search reads; a refreshed index that
+    fails its checks is logged and retried instead of being swapped in.
+    """
+    reader.load()
+    _ = reader.active_rows
 
 
 def _meta_stamp(manager: Any) -> tuple[str, int, int] | None:
