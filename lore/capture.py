@@ -90,6 +90,7 @@ def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubbe
                  op: str = "retain") -> WriteResult:  # fmt: skip
     """Store an already scrubbed record after the duplicate check: every capture path ends here."""
     notices: list[str] = []
+    store.prepare_write()
     if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
         from lore.curate.dedup import check_before_write
 

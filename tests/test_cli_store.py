@@ -352,3 +352,21 @@ def test_remember_refuses_an_unknown_decision_type(cli, initialised: Path) -> No
         2, "Error: type must be one of architecture, implementation, process, tooling, other, got 'bogus'\n")
     assert (initialised / "journal/data/decisions.jsonl").read_text() == ""
     assert cli("remember", "Adopt uv", "--type", "tooling").exit_code == 0
+
+
+def test_the_first_write_creates_the_default_data_dir(tmp_path, monkeypatch, cli) -> None:  # type: ignore[no-untyped-def]
+    # A fresh machine: no LORE_DATA_DIR, no ~/.local/share/lore. `lore remember` used to fail
+    # with "data directory ... does not exist".
+    monkeypatch.delenv("LORE_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    result = cli("remember", "Use PgBouncer in transaction mode", "-r", "asyncpg exhausted connections")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "xdg" / "lore" / "journal" / "data" / "decisions.jsonl").read_text().count("\n") == 1
+    assert cli("search", "pgbouncer").exit_code == 0
+
+
+def test_an_explicit_data_dir_that_does_not_exist_stays_an_error(tmp_path, cli) -> None:  # type: ignore[no-untyped-def]
+    missing = tmp_path / "typo"
+    result = cli("--data-dir", str(missing), "remember", "Use PgBouncer in transaction mode")
+    assert result.exit_code == 1
+    assert "does not exist" in result.stderr and not missing.exists()

@@ -58,7 +58,10 @@ class AppState:
         from lore.store import Store
         from lore.store.audit import actor_from_env
 
-        return Store(self.locations.data_dir, actor=actor_from_env(channel))
+        # Only the default data dir is created on a first write: a --data-dir or LORE_DATA_DIR
+        # that does not exist is more likely a typo than a wish for a new store.
+        default = self.data_dir is None and not os.environ.get("LORE_DATA_DIR")
+        return Store(self.locations.data_dir, actor=actor_from_env(channel), create_missing=default)
 
     def current_project(self, cwd: Path | None = None) -> str:
         if self.project:

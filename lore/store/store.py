@@ -107,10 +107,20 @@ class Snapshot:
 class Store:
     """A lore data directory in the original bash Lore's layout."""
 
-    def __init__(self, data_dir: Path, *, actor: str | None = None, clock: Callable[[], datetime] = utc_now):
+    def __init__(self, data_dir: Path, *, actor: str | None = None, clock: Callable[[], datetime] = utc_now,
+                 create_missing: bool = False) -> None:  # fmt: skip
+        """``create_missing``: the first write scaffolds a missing data dir (the default dir on a
+        fresh machine); an explicitly named one that does not exist stays an error."""
         self.data_dir = Path(data_dir)
         self.actor = actor or audit.actor_from_env()
         self.clock = clock
+        self.create_missing = create_missing
+
+    def prepare_write(self) -> None:
+        """Before a first write: scaffold the default data dir if it is missing, else require it."""
+        if self.create_missing and not self.data_dir.exists():
+            self.init()
+        self.require()
 
     def path(self, relative: Path) -> Path:
         return self.data_dir / relative
@@ -299,7 +309,7 @@ class Store:
 
     def add(self, kind: str, raw: dict[str, Any], *, op: str = "retain") -> Record:
         """Store a new record (``raw`` without an id gets one) and audit it."""
-        self.require()
+        self.prepare_write()
         with data_lock(self.data_dir):
             snapshot_ids = self._ids_of_kind_quick(kind)
             raw = dict(raw)
