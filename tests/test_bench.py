@@ -65,33 +65,46 @@ def test_fuse_matches_pipeline_order() -> None:
     assert fuse(rankings, {"bm25": 1.0, "vector": 1.0}, 10) == ["b", "a"]
 
 
-def test_scifact_and_known_item_tiny(isolated: Path) -> None:
-    from lore.bench import quality
-
-    assert SHARED is not None
-    result = quality.scifact(SHARED, isolated / "work", quick=True, query_count=3, sample_docs=25, sweep=True)
-    assert result["queries"] == 3 and result["docs"] >= 3
-    assert set(result["systems"]) == {"bm25", "vector", "hyde", "hybrid", "pipeline"}
-    for figures in result["systems"].values():
-        assert 0.0 <= figures["nDCG@10"] <= 1.0 and 0.0 <= figures["R@100"] <= 1.0
-    assert result["sweep"]["best_on_train"] in result["sweep"]["rows"]
-    # The published full-corpus figures would sit beside a subset's: a quick run leaves them out.
-    assert result["quick"] is True and result["anchors_ndcg10"] == {}
+def test_matrix_on_a_tiny_set_reports_every_system_on_both_splits(isolated: Path) -> None:
     from rich.console import Console
 
-    from lore.bench.report import quality_tables
+    from lore.bench import corpora, matrix, sets
+    from lore.bench.report import matrix_table
 
-    console = Console(width=100, record=True, file=io.StringIO())
-    for table in quality_tables(result):
-        console.print(table)
+    assert SHARED is not None
+    raws, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 80))
+    # Each question is one commit's subject: a set whose answers every system can find.
+    questions = {f"q{i}": raw["decision"] for i, raw in enumerate(raws[:6])}
+    qrels = {f"q{i}": {raw["id"]: 1} for i, raw in enumerate(raws[:4])}
+    split = {q: ("dev" if int(q[1:]) % 2 == 0 else "test") for q in questions}
+    tiny = sets.EvalSet("tiny", raws, questions, qrels, split, max(corpora.epoch(r["timestamp"]) for r in raws))
+    result = matrix.run_set(tiny, isolated / "work")
+    assert result["records"] == 80 and set(result["splits"]) == {"dev", "test"}
+    for figures in result["splits"].values():
+        assert figures["answerable"] == 2 and figures["unanswerable"] == 1
+        assert set(figures["systems"]) == set(matrix.SYSTEMS)
+        for row in figures["systems"].values():
+            assert 0.0 <= row["R@10"] <= 1.0 and 0.0 <= row["RR@10"] <= 1.0
+        # An exact subject is found by every lexical system.
+        assert figures["systems"]["textbook"]["R@10"] == 1.0
+        assert figures["systems"]["default"]["R@10"] == 1.0
+        assert 0.0 <= figures["systems"]["default"]["gap_unanswerable"] <= 1.0
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(matrix_table("tiny", result))
     printed = console.export_text()
-    assert "published:" not in printed and "figures do not apply" in " ".join(printed.split())
+    assert "textbook BM25" in printed and "test MRR@10" in printed
 
-    known = quality.known_item(SHARED, isolated / "work", commits=150, max_questions=3)
-    assert known["commits"] == 150 and known["unanswerable"] == 3
-    assert set(known["systems"]) == {"bm25", "vector", "hybrid", "pipeline", "pipeline_lexical", "grep"}
-    assert 0.0 <= known["systems"]["pipeline"]["gap_unanswerable_flagged"] <= 1.0
-    assert 0.0 <= known["systems"]["pipeline_lexical"]["gap_answerable_flagged"] <= 1.0
+
+def test_memory_records_are_short_and_tagged_by_area() -> None:
+    from lore.bench import sets
+
+    assert SHARED is not None
+    commit = {"sha": "ab" * 20, "date": "2020-01-01T00:00:00Z", "subject": "fetch: fix a leak",
+              "body": "x " * 400 + "\n\nSecond paragraph.\n\nSigned-off-by: A <a@b.c>",
+              "files": ["builtin/fetch.c", "t/t5510.sh", "fetch.h"]}  # fmt: skip
+    raw = sets.memory_record(commit)
+    assert len(raw["decision"]) + 1 + len(raw["rationale"]) <= sets.MEMORY_CHARS
+    assert "Second" not in raw["rationale"] and raw["tags"] == ["builtin", "t", "fetch.h"]
 
 
 def test_indexing_latency_scale_and_report(isolated: Path) -> None:

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from lore.errors import LoreError, NotFoundError
 
-SECTIONS = ("quality", "knownitem", "latency", "indexing")
+SECTIONS = ("quality", "duplicates", "latency", "indexing")
+# The evaluation sets of the quality section (lore.bench.sets), in the order they run.
+SETS = ("scifact", "knownitem", "memory", "demo")
 DEFAULT_SIZES = (1000, 10000, 50000)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -27,15 +29,41 @@ def require_extra() -> None:
         raise LoreError("lore bench needs the bench extra", hint="pip install 'lore[bench]'") from exc
 
 
+def _candidates(env: str, name: str) -> list[Path]:
+    """Where a directory beside the project may be: the variable, beside this checkout, beside the cwd."""
+    value = os.environ.get(env)
+    if value:
+        return [Path(value).expanduser()]
+    return [PROJECT_ROOT.parent / name, Path.cwd().parent / name, Path.cwd() / name]
+
+
 def shared_dir(required: bool = True) -> Path | None:
-    """``$LORE_SHARED_DIR``, else ``../shared`` beside the project root."""
-    env = os.environ.get("LORE_SHARED_DIR")
-    path = Path(env).expanduser() if env else PROJECT_ROOT.parent / "shared"
-    if path.is_dir():
-        return path.resolve()
+    """``$LORE_SHARED_DIR``, else ``../shared`` beside the project root or beside the working directory.
+
+    A non-editable install has no project root around it; run the bench from a
+    checkout (or name the directory) and it is found all the same.
+    """
+    for path in _candidates("LORE_SHARED_DIR", "shared"):
+        if (path / "corpora").is_dir() or (path / "beir").is_dir():
+            return path.resolve()
     if required:
+        tried = ", ".join(str(p) for p in _candidates("LORE_SHARED_DIR", "shared"))
         raise NotFoundError(
-            f"shared benchmark data not found at {path}",
+            f"shared benchmark data not found (looked in {tried})",
             hint="set LORE_SHARED_DIR to the directory holding beir/ and corpora/",
         )
     return None
+
+
+def demo_dir() -> Path:
+    """The bundled demo data dir: ``$LORE_DEMO_DIR``, else ``data/`` of the checkout or of the working directory."""
+    value = os.environ.get("LORE_DEMO_DIR")
+    candidates = [Path(value).expanduser()] if value else [PROJECT_ROOT / "data", Path.cwd() / "data"]
+    for path in candidates:
+        if (path / "journal" / "data" / "decisions.jsonl").is_file():
+            return path.resolve()
+    raise NotFoundError(
+        "the demo data dir (data/ of a lore checkout) was not found (looked in "
+        + ", ".join(str(p) for p in candidates) + ")",
+        hint="run lore bench from a checkout of lore, or set LORE_DEMO_DIR",
+    )

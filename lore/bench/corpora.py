@@ -26,7 +26,7 @@ from lore.bench import PROJECT_ROOT
 
 SCIFACT_TIME = "2024-01-01T00:00:00Z"
 DECISIONS = Path("journal/data/decisions.jsonl")
-QUESTIONS = PROJECT_ROOT / "tests" / "data" / "known_item_questions.jsonl"
+QUESTIONS = Path(__file__).resolve().parent / "data" / "known_item_questions.jsonl"
 # Trailer lines (key: value at the start of a line) dropped from commit bodies.
 _TRAILER = re.compile(
     r"^\s*(Signed-off-by|Reviewed-by|Acked-by|Helped-by|Reported-by|Co-authored-by|Cc|Tested-by|"

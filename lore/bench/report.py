@@ -7,8 +7,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lore.bench.quality import ANCHORS, LABELS
-
 
 def _f(value: Any, digits: int = 3) -> str:
     if value is None:
@@ -30,61 +28,53 @@ def machine_table(machine: dict[str, Any]) -> Table:
     return table
 
 
-def quality_tables(result: dict[str, Any]) -> list[Table]:
-    title = f"BEIR SciFact test: {result['queries']} queries, {result['docs']} abstracts (retrieval_limit=100, limit=100)"
-    table = Table(title=title)
-    for column in ("system", "nDCG@10", "Recall@100", "mean results"):
-        table.add_column(column, justify="left" if column == "system" else "right")
-    for name, figures in result["systems"].items():
-        table.add_row(LABELS.get(name, name), _f(figures.get("nDCG@10")), _f(figures.get("R@100")),
-                      _f(figures.get("mean_results"), 1))  # fmt: skip
-    for label, value in result.get("anchors_ndcg10", ANCHORS).items():
-        table.add_row(f"[dim]published: {label}[/dim]", f"[dim]{value:.3f}[/dim]", "", "")
-    if result.get("quick"):
-        table.caption = "quick: a 1,000-abstract sample and 50 queries; the published full-corpus figures do not apply"
-    tables = [table]
-    sweep = result.get("sweep")
-    if sweep:
-        s = Table(title=f"Fusion-weight sweep: tuned on {sweep['train_queries']} SciFact train queries, reported on test")
-        for column in ("vector", "hyde", "bm25", "train nDCG@10", "train R@100", "test nDCG@10", "test R@100", ""):
-            s.add_column(column, justify="right")
-        best = sweep["best_on_train"]
-        gate = sweep.get("gate")
-        if gate:
-            s.caption = (f"best: best train nDCG@10. default: weights gated per query, the first figure when BM25's "
-                         f"best record holds at least {gate['coverage']} of the query's idf mass, the second otherwise")  # fmt: skip
-        for row in sweep["rows"]:
-            mark = "best" if row is best or row == best else ""
-            if row == sweep["default"]:
-                mark = f"default ({mark})" if mark else "default"
-            if row.get("gated") and gate:
-                lexical, otherwise = gate["lexical"], gate["otherwise"]
-                weights = [f"{lexical[c]:g}/{otherwise[c]:g}" if lexical[c] != otherwise[c] else f"{lexical[c]:g}"
-                           for c in ("vector", "hyde", "bm25")]  # fmt: skip
-            else:
-                weights = [f"{row[c]:g}" for c in ("vector", "hyde", "bm25")]
-            s.add_row(*weights, _f(row["train_ndcg10"]), _f(row["train_r100"]), _f(row["test_ndcg10"]),
-                      _f(row["test_r100"]), mark)  # fmt: skip
-        tables.append(s)
-    return tables
+SET_TITLES = {
+    "scifact": "BEIR SciFact abstracts (dev = train queries, test = test queries)",
+    "knownitem": "known-item questions over git commits",
+    "memory": "memory regime: short git memories, coding-agent prompts",
+    "demo": "the bundled demo data, coding-agent prompts",
+}
 
 
-def known_item_table(result: dict[str, Any]) -> Table:
-    title = (f"Known-item search: {result['commits']} git commits, {result['answerable']} answerable + "
-             f"{result['unanswerable']} unanswerable questions")  # fmt: skip
-    table = Table(title=title)
-    for column in ("system", "recall@5", "recall@10", "MRR@10"):
-        table.add_column(column, justify="left" if column == "system" else "right")
-    for name, figures in result["systems"].items():
-        table.add_row(LABELS.get(name, name), _f(figures.get("R@5")), _f(figures.get("R@10")), _f(figures.get("RR@10")))
-    lines = []
-    for name, label in (("pipeline", "full pipeline"), ("pipeline_lexical", "lexical only")):
-        figures = result["systems"].get(name, {})
-        if "gap_unanswerable_flagged" in figures:
-            lines.append(f"evidence gap ({label}): {figures['gap_unanswerable_flagged']:.1%} of unanswerable questions "
-                         f"flagged, {figures['gap_answerable_flagged']:.1%} of answerable ones wrongly flagged")  # fmt: skip
-    if lines:
-        table.caption = "\n".join(lines)
+def matrix_table(name: str, result: dict[str, Any]) -> Table:
+    """One set: every system's dev and test figures side by side."""
+    from lore.bench.matrix import LABELS
+
+    splits = result["splits"]
+    measures = ["R@5", "R@10", "RR@10"] + (["nDCG@10"] if result.get("primary") == "nDCG@10" else [])
+    short = {"R@5": "R@5", "R@10": "R@10", "RR@10": "MRR@10", "nDCG@10": "nDCG@10"}
+    counts = ", ".join(f"{s} {f['answerable']}+{f['unanswerable']}" for s, f in splits.items())
+    table = Table(title=f"{SET_TITLES.get(name, name)}: {result['records']:,} records; questions {counts} (answerable+unanswerable)")
+    table.add_column("system")
+    for split in splits:
+        for m in measures:
+            table.add_column(f"{split} {short[m]}", justify="right")
+    table.add_column("test gap a/u", justify="right")
+    systems: list[str] = []
+    for figures in splits.values():
+        systems.extend(n for n in figures["systems"] if n not in systems)
+    for system in systems:
+        row = [LABELS.get(system, system)]
+        for figures in splits.values():
+            f = figures["systems"].get(system, {})
+            row.extend(_f(f.get(m)) for m in measures)
+        test = splits.get("test", {}).get("systems", {}).get(system, {})
+        gap = f"{test['gap_answerable']:.0%}/{test['gap_unanswerable']:.0%}" if "gap_unanswerable" in test else "-"
+        table.add_row(*row, gap)
+    table.caption = ("gap a/u: share of answerable / unanswerable test questions flagged as an evidence gap; "
+                     "only dev figures choose a default (docs/search.md)")
+    return table
+
+
+def duplicates_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"Duplicate detection: {result['pairs']} labelled pairs (dev {result['dev']}, test {result['test']})")
+    for column in ("detector", "dev precision", "dev recall", "test precision", "test recall", "test paraphrase recall",
+                   "test specifics called duplicate"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "detector" else "right")
+    for name, f in result["detectors"].items():
+        table.add_row(name, _f(f["dev"]["precision"]), _f(f["dev"]["recall"]), _f(f["test"]["precision"]),
+                      _f(f["test"]["recall"]), _f(f["test"].get("paraphrase_recall")),
+                      _f(f["test"].get("specifics_called_duplicate")))  # fmt: skip
     return table
 
 
@@ -163,11 +153,10 @@ def scale_table(scale: dict[str, Any]) -> Table | None:
 def render(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(machine_table(results["machine"]))
-    if "quality" in results:
-        for table in quality_tables(results["quality"]):
-            console.print(table)
-    if "knownitem" in results:
-        console.print(known_item_table(results["knownitem"]))
+    for name, result in (results.get("quality") or {}).items():
+        console.print(matrix_table(name, result))
+    if "duplicates" in results:
+        console.print(duplicates_table(results["duplicates"]))
     sizes = results.get("sizes") or {}
     for n, entry in sizes.items():
         if entry.get("latency"):

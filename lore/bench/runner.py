@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lore.bench import DEFAULT_SIZES, SECTIONS, corpora, indexing, latency, quality
+from lore.bench import DEFAULT_SIZES, SECTIONS, SETS, corpora, indexing, latency
 
 Progress = Callable[[str], None]
 
@@ -22,9 +22,7 @@ class BenchSettings:
     quick: bool = False
     sizes: Sequence[int] = DEFAULT_SIZES
     only: Sequence[str] = SECTIONS
-    known_item_commits: int = 5000
-    scifact_quick_queries: int = 50
-    scifact_quick_docs: int = 1000
+    sets: Sequence[str] = SETS
     latency_runs: int = 15
     build_repeats_small: int = 3  # full builds at sizes <= 1,000 (one at larger sizes)
     incremental_repeats: int = 3
@@ -34,7 +32,7 @@ class BenchSettings:
 
     @classmethod
     def for_quick(cls, only: Sequence[str] = SECTIONS) -> BenchSettings:
-        return cls(quick=True, sizes=(1000,), only=only, known_item_commits=1000, latency_runs=5,
+        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5,
                    build_repeats_small=1, incremental_repeats=1, stage_queries=20)  # fmt: skip
 
 
@@ -96,7 +94,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
     results: dict[str, Any] = {
         "machine": corpora.machine_info(),
         "settings": {"quick": settings.quick, "sizes": list(settings.sizes), "only": list(settings.only),
-                     "known_item_commits": settings.known_item_commits, "latency_runs": settings.latency_runs,
+                     "sets": list(settings.sets), "latency_runs": settings.latency_runs,
                      "shared_dir": str(shared)},
         "harness_seconds": {},
         "errors": [],
@@ -113,25 +111,27 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
 
     try:
         if "quality" in settings.only:
+            from lore.bench import matrix, sets
+
+            loaders = sets.all_sets(shared, quick=settings.quick)
+            results["quality"] = {}
+            for name in settings.sets:
+                t = time.perf_counter()
+                try:
+                    results["quality"][name] = matrix.run_set(loaders[name](), work, progress=progress)
+                except Exception as error:
+                    failed(f"quality {name}", error)
+                results["harness_seconds"][f"quality {name}"] = round(time.perf_counter() - t, 1)
+                save()
+        if "duplicates" in settings.only:
+            from lore.bench import duplicates
+
             t = time.perf_counter()
             try:
-                results["quality"] = quality.scifact(
-                    shared, work, quick=settings.quick, progress=progress, query_count=settings.scifact_quick_queries,
-                    sample_docs=settings.scifact_quick_docs, sweep=not settings.quick,
-                )
+                results["duplicates"] = duplicates.evaluate_pairs(progress=progress)
             except Exception as error:
-                failed("quality", error)
-            results["harness_seconds"]["quality"] = round(time.perf_counter() - t, 1)
-            shutil.rmtree(work / "scifact-index", ignore_errors=True)
-            save()
-        if "knownitem" in settings.only:
-            t = time.perf_counter()
-            try:
-                results["knownitem"] = quality.known_item(shared, work, commits=settings.known_item_commits,
-                                                          progress=progress)  # fmt: skip
-            except Exception as error:
-                failed("knownitem", error)
-            results["harness_seconds"]["knownitem"] = round(time.perf_counter() - t, 1)
+                failed("duplicates", error)
+            results["harness_seconds"]["duplicates"] = round(time.perf_counter() - t, 1)
             save()
         if "latency" in settings.only or "indexing" in settings.only:
             per_size: dict[int, dict[str, Any]] = {}

@@ -1,4 +1,4 @@
-"""`lore bench`: quality, known-item, latency, indexing and scale figures (see docs/evaluation.md)."""
+"""`lore bench`: ranking quality on every evaluation set, duplicates, latency, indexing and scale (docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,18 @@ def bench(
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in about a minute."),
     out: str | None = typer.Option(None, "--out", help="Write every figure and the machine description to this JSON file."),
     sizes: str | None = typer.Option(None, "--sizes", help="Store sizes for latency, indexing and scale (default 1000,10000,50000; quick: 1000)."),
-    only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,knownitem,latency,indexing."),
+    only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,duplicates,latency,indexing."),
+    sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,demo."),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary work directory (its path is printed)."),
 ) -> None:
-    """Measure retrieval quality, known-item search, latency and indexing on the shared benchmark data."""
+    """Measure ranking quality (every set, dev and test splits, against baselines), duplicate detection, latency and indexing."""
     import time
     from pathlib import Path
 
     import orjson
     from rich.console import Console
 
-    from lore.bench import SECTIONS, require_extra, shared_dir
+    from lore.bench import SECTIONS, SETS, require_extra, shared_dir
     from lore.bench.quality import temporary_workdir
     from lore.bench.report import render
     from lore.bench.runner import BenchSettings, run
@@ -36,6 +37,12 @@ def bench(
     if unknown:
         raise UsageError(f"unknown section {unknown[0]!r}", hint="sections: " + ",".join(SECTIONS))
     settings = BenchSettings.for_quick(chosen) if quick else BenchSettings(only=chosen)
+    if sets:
+        picked = tuple(s.strip() for s in sets.split(",") if s.strip())
+        unknown = [s for s in picked if s not in SETS]
+        if unknown or not picked:
+            raise UsageError(f"unknown evaluation set {(unknown or [sets])[0]!r}", hint="sets: " + ",".join(SETS))
+        settings.sets = picked
     if sizes:
         try:
             settings.sizes = tuple(sorted({int(s.replace("_", "")) for s in sizes.split(",") if s.strip()}))

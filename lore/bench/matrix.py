@@ -1,0 +1,134 @@
+"""The evaluation matrix: every set, dev and test split, against baselines that are hard to beat.
+
+Systems on every set:
+
+* ``textbook``: the textbook BM25 of ``lore.bench.textbook`` (not lore's pipeline);
+* ``grep``: ``grep -il`` per content word, files ranked by how many words they hold;
+* ``bm25``, ``vector``, ``hyde``, ``graph``: each of lore's channels alone (no stages);
+* ``default``: ``lore search`` as shipped (every default on).
+
+Recall@5, recall@10 and MRR@10 on every set (nDCG@10 on SciFact too), and the
+evidence gap's flag rate on answerable and unanswerable questions. Figures for
+both splits are reported; only dev figures may justify a default.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from lore.bench import corpora
+from lore.bench.quality import GrepBaseline, Searcher, evaluate, stage_names
+from lore.bench.sets import SPLITS, EvalSet
+from lore.bench.textbook import TextbookBM25, record_text
+
+MEASURES = ("R@5", "R@10", "RR@10")
+Progress = Callable[[str], None]
+SYSTEMS = ("textbook", "grep", "bm25", "vector", "hyde", "default")
+LABELS = {
+    "textbook": "textbook BM25",
+    "grep": "grep -il",
+    "bm25": "lore BM25 channel alone",
+    "vector": "lore vector channel alone",
+    "hyde": "lore HyDE channel alone",
+    "default": "lore defaults",
+}
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+def options_for(system: str, now: float, limit: int = 10) -> Any:
+    """SearchOptions for one of lore's systems."""
+    from lore.rank.pipeline import SearchOptions
+
+    if system == "default":
+        return SearchOptions(limit=limit, now=now)
+    return SearchOptions(channels=(system,), weights={system: 1.0}, limit=limit, now=now,
+                         disabled_stages=stage_names(), diversity=False)  # fmt: skip
+
+
+def open_set(evalset: EvalSet, work: Path) -> Searcher:
+    """Write the set's store (unless it is an existing data dir) and build its index."""
+    if evalset.data_dir is not None:
+        data_dir = evalset.data_dir
+    else:
+        data_dir = work / f"{evalset.name}-data"
+        corpora.write_decisions(data_dir, evalset.raws)
+    searcher = Searcher(data_dir, work / f"{evalset.name}-index")
+    searcher.build()
+    return searcher
+
+
+def store_texts(searcher: Searcher) -> list[tuple[str, str, dict[str, Any]]]:
+    """(id, all text, raw) of every active record, read back from the store as lore sees it."""
+    from lore.store.store import Store
+
+    snapshot = Store(searcher.data_dir).load()
+    return [(r.id, record_text(r.raw), r.raw) for r in snapshot.records.values() if r.status == "active"]
+
+
+def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS, progress: Progress = _quiet,
+            extra: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every system on both splits of one set; ``extra`` adds named SearchOptions (exploration)."""
+    started = time.perf_counter()
+    progress(f"{evalset.name}: building the index")
+    searcher = open_set(evalset, work)
+    texts = store_texts(searcher)
+    label = evalset.label_of
+    measures = (*MEASURES, "nDCG@10") if evalset.primary == "nDCG@10" else MEASURES
+    result: dict[str, Any] = {"records": len(texts), "splits": {}, "primary": evalset.primary}
+    named: dict[str, Any] = {s: None for s in systems}
+    named.update(extra or {})
+    textbook = TextbookBM25((rid, text) for rid, text, _ in texts) if "textbook" in named else None
+    grep = None
+    if "grep" in named:
+        files = [{"id": rid, "decision": text, "rationale": "", "tags": []} for rid, text, _ in texts]
+        grep = GrepBaseline(work / f"{evalset.name}-files", files)
+    for split in SPLITS:
+        answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
+        qrels = evalset.judged(split)
+        figures: dict[str, Any] = {"answerable": len(answerable), "unanswerable": len(unanswerable), "systems": {}}
+        for name, custom in named.items():
+            progress(f"{evalset.name} {split}: {LABELS.get(name, name)} ({len(answerable)} questions)")
+            times: list[float] = []
+            gaps: dict[str, bool] = {}
+            ranked: dict[str, list[str]] = {}
+            with_gap = name == "default" or custom is not None
+            asked = {**answerable, **unanswerable} if with_gap else answerable
+            for qid, text in asked.items():
+                t = time.perf_counter()
+                if name == "textbook":
+                    assert textbook is not None
+                    ids = textbook.search(text, 10)
+                elif name == "grep":
+                    assert grep is not None
+                    ids = grep.search(text, 10)
+                else:
+                    opts = custom if custom is not None else options_for(name, evalset.now)
+                    response = searcher.query(text, replace(opts, now=evalset.now))
+                    ids = [h.id for h in response.hits]
+                    gaps[qid] = bool(response.gap.gap)
+                times.append((time.perf_counter() - t) * 1000)
+                ranked[qid] = [label.get(i, i) for i in ids]
+            row: dict[str, Any] = evaluate({q: ranked[q] for q in answerable}, qrels, measures)
+            row["query_ms_p50"] = round(statistics.median(times), 2) if times else None
+            if with_gap and unanswerable:
+                row["gap_answerable"] = round(sum(gaps[q] for q in answerable) / max(len(answerable), 1), 4)
+                row["gap_unanswerable"] = round(sum(gaps[q] for q in unanswerable) / len(unanswerable), 4)
+            figures["systems"][name] = row
+        result["splits"][split] = figures
+    searcher.close()
+    if grep is not None:
+        shutil.rmtree(grep.directory, ignore_errors=True)
+    shutil.rmtree(work / f"{evalset.name}-index", ignore_errors=True)
+    if evalset.data_dir is None:
+        shutil.rmtree(work / f"{evalset.name}-data", ignore_errors=True)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result

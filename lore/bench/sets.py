@@ -1,0 +1,184 @@
+"""The evaluation sets of `lore bench`, each split into a dev part (tune on it) and a test part (report it).
+
+| set | store | questions | dev | test |
+| --- | --- | --- | --- | --- |
+| scifact | 5,183 SciFact abstracts as decisions | BEIR queries | the 809 train queries | the 300 test queries |
+| knownitem | 5,000 git commits (subject, body, files) | 95 lexical-gap questions + 42 unanswerable | half | half |
+| memory | 8,000 short git memories (subject + first paragraph, <= 300 chars) | 280 coding-agent prompts + 80 unanswerable | half | half |
+| demo | the bundled demo data (`data/`) | coding-agent prompts + unanswerable | half | half |
+
+The split of each question file is written in the file itself (``"split"``), so it
+never changes silently. No default, weight or threshold may be chosen on a test
+split (docs/search.md names the dev split behind each one).
+
+The questions ship inside the package (``lore/bench/data``); the corpora are read
+from the shared directory by path and never copied.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lore.bench import corpora
+from lore.errors import NotFoundError
+
+DATA = Path(__file__).resolve().parent / "data"
+SPLITS = ("dev", "test")
+MEMORY_SLICE = (20000, 8000)  # commits [20,000, 28,000): disjoint from the known-item slice (the first 5,000)
+MEMORY_CHARS = 300
+
+
+def data_file(name: str) -> Path:
+    """A question file shipped with the package, with an error naming it when it is missing."""
+    path = DATA / name
+    if not path.is_file():
+        raise NotFoundError(
+            f"benchmark question file {name} not found at {path}",
+            hint="reinstall lore (the files ship in lore/bench/data) or run from a checkout",
+        )
+    return path
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.strip():
+                yield orjson.loads(line)
+
+
+@dataclass
+class EvalSet:
+    """One set: a store to build, its questions by split, and what each answerable one should find."""
+
+    name: str
+    raws: list[dict[str, Any]]  # decision lines for the store (empty: ``data_dir`` is an existing dir)
+    questions: dict[str, str]  # qid -> text (answerable and unanswerable)
+    qrels: dict[str, dict[str, int]]  # answerable qid -> {record id: grade}
+    split: dict[str, str]  # qid -> "dev" | "test"
+    now: float
+    data_dir: Path | None = None  # an existing data dir (the demo set)
+    label_of: dict[str, str] = field(default_factory=dict)  # record id -> the id qrels use (SciFact's)
+    primary: str = "R@10"
+
+    def answerable(self, split: str) -> dict[str, str]:
+        return {q: t for q, t in self.questions.items() if q in self.qrels and self.split[q] == split}
+
+    def unanswerable(self, split: str) -> dict[str, str]:
+        return {q: t for q, t in self.questions.items() if q not in self.qrels and self.split[q] == split}
+
+    def judged(self, split: str) -> dict[str, dict[str, int]]:
+        return {q: r for q, r in self.qrels.items() if self.split[q] == split}
+
+
+# -- SciFact -------------------------------------------------------------------------------
+def scifact(shared: Path, *, quick: bool = False, query_count: int = 50, sample_docs: int = 1000) -> EvalSet:
+    data = corpora.load_scifact(shared)
+    dev = {q: data.queries[q] for q in data.train_qrels if q in data.queries}
+    test = {q: data.queries[q] for q in data.test_qrels if q in data.queries}
+    docs = data.docs
+    if quick:
+        test = dict(sorted(test.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)[:query_count])
+        dev = dict(list(dev.items())[:query_count])
+        needed = {d for q in test for d in data.test_qrels[q]} | {d for q in dev for d in data.train_qrels[q]}
+        rest = [d for d in docs if d[0] not in needed]
+        docs = [d for d in docs if d[0] in needed] + rest[: max(0, sample_docs - len(needed))]
+    taken: set[str] = set()
+    raws, label_of = [], {}
+    for beir_id, title, text in docs:
+        record_id = corpora.scifact_lore_id(beir_id, taken)
+        label_of[record_id] = beir_id
+        raws.append(corpora.decision_raw(record_id, corpora.SCIFACT_TIME, title.strip() or text[:80], text))
+    qrels = {**{q: data.train_qrels[q] for q in dev}, **{q: data.test_qrels[q] for q in test}}
+    split = {**dict.fromkeys(dev, "dev"), **dict.fromkeys(test, "test")}
+    return EvalSet("scifact", raws, {**dev, **test}, qrels, split, corpora.epoch(corpora.SCIFACT_TIME),
+                   label_of=label_of, primary="nDCG@10")  # fmt: skip
+
+
+# -- known-item questions over 5,000 git commits ---------------------------------------------
+def knownitem(shared: Path, *, commits: int = 5000) -> EvalSet:
+    raws, mapping, _ = corpora.commit_raws(corpora.load_commits(shared, commits))
+    return _commit_set("knownitem", raws, mapping, data_file("known_item_questions.jsonl"))
+
+
+def _commit_set(name: str, raws: list[dict[str, Any]], mapping: dict[str, str], path: Path) -> EvalSet:
+    by_sha = {sha: rid for rid, sha in mapping.items()}
+    questions, qrels, split = {}, {}, {}
+    for q in read_jsonl(path):
+        if q.get("answerable", True):
+            relevant = {by_sha[s]: 1 for s in q.get("relevant", []) if s in by_sha}
+            if not relevant:
+                continue  # a quick run's smaller slice may not hold the answer
+            qrels[q["qid"]] = relevant
+        questions[q["qid"]] = q["question"]
+        split[q["qid"]] = q["split"]
+    now = max(corpora.epoch(r["timestamp"]) for r in raws)
+    return EvalSet(name, raws, questions, qrels, split, now)
+
+
+# -- the memory regime: short records, coding-agent prompts -------------------------------------
+def memory_record(commit: dict[str, Any]) -> dict[str, Any]:
+    """A short memory from a commit: subject, then the body's first paragraph, <= 300 characters together.
+
+    Tags are the top-level paths the commit touched (``builtin``, ``t``, ``refs.c``),
+    as a person would tag a note by area.
+    """
+    subject = str(commit.get("subject") or "").strip() or commit["sha"][:12]
+    body = corpora.strip_trailers(str(commit.get("body") or ""))
+    paragraph = " ".join(re.split(r"\n\s*\n", body.strip())[0].split()) if body.strip() else ""
+    room = MEMORY_CHARS - len(subject) - 1
+    if len(paragraph) > room:
+        cut = paragraph[: max(0, room)]
+        paragraph = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    tags = list(dict.fromkeys(str(f).split("/", 1)[0] for f in commit.get("files") or []))
+    return corpora.decision_raw(corpora.commit_id(commit["sha"]), str(commit["date"]), subject, paragraph,
+                                tags=tags, project="git")  # fmt: skip
+
+
+def memory_commits(shared: Path) -> list[dict[str, Any]]:
+    start, count = MEMORY_SLICE
+    return corpora.load_commits(shared, start + count)[start:]
+
+
+def memory(shared: Path) -> EvalSet:
+    raws, mapping, seen = [], {}, set()
+    for commit in memory_commits(shared):
+        raw = memory_record(commit)
+        if raw["id"] in seen:
+            continue
+        seen.add(raw["id"])
+        mapping[raw["id"]] = commit["sha"]
+        raws.append(raw)
+    return _commit_set("memory", raws, mapping, data_file("memory_questions.jsonl"))
+
+
+# -- the bundled demo data -----------------------------------------------------------------
+DEMO_NOW = "2026-11-24T00:00:00Z"
+
+
+def demo(data_dir: Path | None = None) -> EvalSet:
+    from lore.bench import demo_dir
+
+    data_dir = data_dir or demo_dir()
+    questions, qrels, split = {}, {}, {}
+    for q in read_jsonl(data_file("demo_questions.jsonl")):
+        questions[q["qid"]] = q["question"]
+        split[q["qid"]] = q["split"]
+        if q.get("answerable", True):
+            qrels[q["qid"]] = {rid: 1 for rid in q["relevant"]}
+    return EvalSet("demo", [], questions, qrels, split, corpora.epoch(DEMO_NOW), data_dir=data_dir)
+
+
+def all_sets(shared: Path, *, quick: bool = False) -> dict[str, Any]:
+    """Loaders by name (called lazily: each set's corpus is read only when it runs)."""
+    return {
+        "scifact": lambda: scifact(shared, quick=quick),
+        "knownitem": lambda: knownitem(shared, commits=1000 if quick else 5000),
+        "memory": lambda: memory(shared),
+        "demo": lambda: demo(),
+    }
