@@ -166,6 +166,9 @@ def test_a_text_never_differs_from_itself(a: str) -> None:
         ("Edit config/settings.py", "Edit app/config.py", "file"),
         ("Use Redis for sessions", "Use Memcached for sessions", "name"),
         ("Use async handlers", "Use sync handlers", "choice"),
+        # Letter+digit words are names: this pair was called a duplicate before they were.
+        ("concurrent decision w0 n10", "concurrent decision w0 n1", "identifier"),
+        ("Serve the API over ipv6", "Serve the API over ipv4", "identifier"),
     ],
 )
 def test_differs_in_specifics(a: str, b: str, reason: str) -> None:

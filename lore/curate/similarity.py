@@ -189,6 +189,9 @@ _FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*(?:=[^\s`'\",;)\]]+)?)")
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(\s*[^()]{0,40}\)")
 _CAMEL = re.compile(r"\b([a-z]+[A-Z][A-Za-z0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)\b")
 _SNAKE = re.compile(r"\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
+# Letters then digits in one word: ``n10``, ``w0``, ``ipv6``, ``sha256``, ``ec2``. A change in
+# one of these is a different thing ("concurrent decision w0 n10" is not "... w0 n1").
+_LETTER_DIGIT = re.compile(r"\b([A-Za-z]+[0-9][A-Za-z0-9]*)\b")
 _UPPER_SNAKE_OR_ACRONYM = re.compile(r"\b([A-Z][A-Z0-9]{1,})\b")
 _DOTTED = re.compile(r"(?<![\w/.])([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)(?![\w(])")
 _PATH = re.compile(r"(?<![\w.])((?:~|\.{1,2})?/?[\w.@-]+(?:/[\w.@*-]+)+/?)")
@@ -279,6 +282,7 @@ def extract_specifics(text: str) -> Specifics:
     masked = _FLAG.sub(" ", masked)
     identifiers.update(m.group(1).lower() for m in _SNAKE.finditer(masked))
     identifiers.update(m.group(1).lower() for m in _CAMEL.finditer(masked))
+    identifiers.update(m.group(1).lower() for m in _LETTER_DIGIT.finditer(masked))
     names: set[str] = set()
     for match in _UPPER_SNAKE_OR_ACRONYM.finditer(masked):
         names.add(match.group(1).lower())
