@@ -42,7 +42,15 @@ from lore import __version__
 from lore.errors import IndexUnavailableError, LockTimeoutError, ModelError
 from lore.index import bm25, lexical
 from lore.index import graph as graph_index
-from lore.index.table import IndexFileError, Table, describe, doc_of, embedding_text, record_hash
+from lore.index.table import (
+    IndexFileError,
+    Table,
+    describe,
+    doc_of,
+    embedding_text,
+    lexical_fields,
+    record_hash,
+)
 from lore.paths import Locations
 from lore.store.fileio import atomic_write
 from lore.store.layout import source_files
@@ -53,7 +61,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 7
+FORMAT_VERSION = 8
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
@@ -332,7 +340,7 @@ class IndexManager:
         embedded: dict[str, Any] = {}
         texts = [embedding_text(r) for r in records]
         record_fields = [r.fields() for r in records]
-        field_pairs = [(f["title"], f["body"]) for f in record_fields]
+        field_pairs = [lexical_fields(r) for r in records]
 
         def embed() -> None:
             t = time.perf_counter()
@@ -466,7 +474,7 @@ class IndexManager:
         fresh_rows = {r.id: k for k, r in enumerate(changed)}
         changed_fields = [r.fields() for r in changed]
         sources = [-(fresh_rows[r.id] + 1) if r.id in fresh_rows else old_rows[r.id] for r in records]
-        forward = bm25.reassemble(old_forward, sources, [(f["title"], f["body"]) for f in changed_fields])
+        forward = bm25.reassemble(old_forward, sources, [lexical_fields(r) for r in changed])
         bm25.save(directory, names, forward, bm25.derive(forward))
         upserts = [lexical.LexicalDoc(r.id, f["title"], f["body"], f["extra"], f["tags"])
                    for r, f in zip(changed, changed_fields, strict=True)]  # fmt: skip
