@@ -23,7 +23,7 @@ from lore.bench.sets import data_file, read_jsonl
 PAIRS = "duplicate_pairs.jsonl"
 PRECISION_BAR = 0.95
 SPECIFIC_CATEGORIES = ("identifier-changed", "number-changed")
-PARAPHRASE_CATEGORIES = ("paraphrase",)
+PARAPHRASE_CATEGORIES = ("paraphrase-low-overlap",)
 
 # Other records in the store while each pair is checked: realistic BM25 statistics, and a
 # match against any of them is a false positive.
