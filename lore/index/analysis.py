@@ -1,5 +1,13 @@
 """Text analysis for BM25: words, code identifiers split into parts, stopwords, Snowball stems.
 
+Chosen on the dev splits of every `lore bench` set (docs/search.md, "The BM25
+channel"): the short stopword list of the textbook baseline (a longer list
+dropped words like "not", "only" and "after" that questions rely on), and
+compound identifiers (``builtin/fetch.c``, ``snake_case``, ``billing-api``)
+kept whole *and* split at their punctuation. camelCase is not split: pieces
+such as "Postgre"+"SQL" or "UUI"+"Dv" from product names cost the demo set
+2.6 points of MRR@10 and gained nothing elsewhere.
+
 The same function analyses documents at build time and queries at search time,
 so the two always agree. It is pure Python plus PyStemmer (a C extension that
 imports in about a millisecond), which keeps whoosh and numpy off the prompt
@@ -18,12 +26,10 @@ from typing import Any
 # kebab-case and version numbers stay one token (and are split into parts below).
 _TOKEN = re.compile(r"[^\W_]+(?:[_./\-]+[^\W_]+)*")
 _SEPARATORS = re.compile(r"[_./\-]+")
-# camelCase and HTTPServer-style boundaries, and letter/digit boundaries (ASCII pieces only:
-# a word like "naïve" stays whole).
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-
+# Articles, pronouns, auxiliaries, wh-words and the commonest prepositions and
+# conjunctions: the list of the textbook baseline (lore/bench/textbook.py).
 ENGLISH_STOPWORDS = frozenset(
-    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "aren't", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "cannot", "could", "couldn't", "did", "didn't", "do", "does", "doesn't", "doing", "don't", "down", "during", "each", "few", "for", "from", "further", "had", "hadn't", "has", "hasn't", "have", "haven't", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "isn't", "it", "it's", "its", "itself", "let's", "me", "more", "most", "mustn't", "my", "myself", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "ought", "our", "ours", "ourselves", "out", "over", "own", "same", "shan't", "she", "should", "shouldn't", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "wasn't", "we", "were", "weren't", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "won't", "would", "wouldn't", "you", "your", "yours", "yourself", "yourselves"]
+    ["a", "an", "the", "and", "or", "but", "if", "then", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "into", "about", "i", "me", "my", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "it", "its", "they", "them", "their", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "have", "has", "had", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "what", "which", "who", "whom", "whose", "when", "where", "why", "how"]
 )  # fmt: skip
 # Contractions are split at the apostrophe by the tokenizer; their stems must not survive either.
 # Longer tokens are cut to this many characters (at build and query time alike), which
@@ -54,16 +60,14 @@ def _stemmer() -> Any:
 
 
 def _words(text: str) -> list[str]:
-    """Lower-cased words, with each compound identifier followed by its parts."""
+    """Lower-cased words, with each compound identifier (joined by ``_./-``) followed by its parts."""
     words: list[str] = []
     append = words.append
     for token in _TOKEN.findall(text):
-        # Fast path (most tokens): one piece with no case boundary to split at.
-        if token.isdigit() or (token.isalpha() and (token.islower() or token.isupper() or token[1:].islower())):
+        if token.isalnum():  # fast path (most tokens): no punctuation to split at
             append(token.lower())
             continue
-        pieces = _SEPARATORS.split(token)
-        parts = [p for piece in pieces for p in (_CAMEL.findall(piece) if piece.isascii() else [piece])]
+        parts = [p for p in _SEPARATORS.split(token) if p]
         if len(parts) > 1:
             # The whole identifier matches exactly (``builtin/fetch.c``, ``snake_case``);
             # its parts match the words people actually type.

@@ -31,9 +31,13 @@ from lore.index.table import IndexFileError, describe
 if TYPE_CHECKING:
     import numpy as np
 
-# Two fields, title then body, in every (..., 2) array below. Titles outweigh
-# bodies, but only by 1.5 (3.0 cost recall on both benchmarks).
-FIELD_BOOSTS = (1.5, 1.0)
+# Two fields, title then body, in every (..., 2) array below, scored as one: the
+# frequencies are summed and normalised by the record's whole length, which is the
+# textbook BM25 over all of a record's text. A title boost of 1.5 with per-field
+# length normalisation (BM25F) lost to it on the dev split of the demo, memory and
+# known-item sets (docs/search.md, "The BM25 channel"); the fields stay apart in
+# the forward index so that a boost can be measured again without a rebuild format.
+FIELD_BOOSTS = (1.0, 1.0)
 K1 = 1.2
 B = 0.75
 
@@ -147,10 +151,10 @@ def derive(
     entry_rows = np.repeat(np.arange(n, dtype=np.int32), counts)
     df = np.bincount(forward.term_ids, minlength=vocabulary).astype(np.float64)
     idf = np.log1p((n - df + 0.5) / (df + 0.5))
-    average = forward.lengths.mean(axis=0) if n else np.ones(2, dtype=np.float32)
-    average = np.where(average > 0, average, 1.0)
-    norm = 1.0 - b + b * forward.lengths / average  # (rows, 2)
-    pseudo = (forward.tf * np.asarray(boosts, dtype=np.float64) / norm[entry_rows]).sum(axis=1)
+    lengths = forward.lengths.sum(axis=1)  # a record's whole length: one field for scoring
+    average = float(lengths.mean()) if n else 1.0
+    norm = 1.0 - b + b * lengths / (average if average > 0 else 1.0)  # (rows,)
+    pseudo = (forward.tf * np.asarray(boosts, dtype=np.float64)).sum(axis=1) / norm[entry_rows]
     impacts = idf[forward.term_ids] * pseudo * (k1 + 1.0) / (k1 + pseudo)
     order = np.argsort(forward.term_ids, kind="stable")
     offsets = np.zeros(vocabulary + 1, dtype=np.int64)

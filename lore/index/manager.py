@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from lore.store import Store
     from lore.store.records import Record
 
-FORMAT_VERSION = 8
+FORMAT_VERSION = 9
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
