@@ -77,8 +77,8 @@ def damage(data_dir: Path, pattern: str, how: Callable[[Path], None]) -> None:
         how(path)
 
 
-def search_json(cli, query: str) -> dict:  # type: ignore[no-untyped-def]
-    result = cli("search", query, "--json")
+def search_json(cli, query: str, *options: str) -> dict:  # type: ignore[no-untyped-def]
+    result = cli("search", query, "--json", *options)
     assert result.exit_code == 0, (result.stdout, result.stderr)
     return orjson.loads(result.stdout)
 
@@ -87,7 +87,7 @@ def search_json(cli, query: str) -> dict:  # type: ignore[no-untyped-def]
 def built(data_dir: Path, cli) -> Path:  # type: ignore[no-untyped-def]
     seed(data_dir)
     assert cli("index").stdout.startswith("Built index of 3 records")
-    search_json(cli, "celery")  # also caches the intent centroids in the generation
+    search_json(cli, "celery", "--adaptive")  # also caches the intent centroids in the generation
     return data_dir
 
 
@@ -172,7 +172,7 @@ def test_junk_intent_centroids_are_recomputed(built: Path, cli, content: bytes) 
     cache = generation(built) / "intent-centroids.json"
     assert cache.exists()
     cache.write_bytes(content)
-    payload = search_json(cli, "why did we choose celery")
+    payload = search_json(cli, "why did we choose celery", "--adaptive")  # the centroids serve --adaptive
     assert payload["results"][0]["title"] == CELERY
     assert not [w for w in payload["warnings"] if "unreadable" in w]
     assert orjson.loads(cache.read_bytes())["centroids"]
@@ -183,7 +183,7 @@ def test_intent_centroids_of_the_right_model_but_the_wrong_shape_are_recomputed(
     data = orjson.loads(cache.read_bytes())
     data["centroids"] = {name: "junk" for name in data["centroids"]}
     cache.write_bytes(orjson.dumps(data))
-    payload = search_json(cli, "why did we choose celery")
+    payload = search_json(cli, "why did we choose celery", "--adaptive")
     assert payload["results"][0]["title"] == CELERY
     fresh = orjson.loads(cache.read_bytes())["centroids"]
     assert all(isinstance(v, list) and v for v in fresh.values())

@@ -62,7 +62,7 @@ def test_rrf_never_exceeds_max_and_counts_each_channel_once(rankings: dict[str, 
     fused = fusion.rrf(rankings)
     best = fusion.max_rrf(list(rankings))
     for score, ranks in fused.values():
-        assert 0 < score <= best + 1e-12
+        assert 0 <= score <= best + 1e-12  # 0 only for an item of zero-weight channels alone
         assert all(r >= 1 for r in ranks.values())
 
 
@@ -124,7 +124,6 @@ def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence
         replace(plain, id="x3", row=4, importance=min(5, importance + 1)),  # more important
         replace(plain, id="x4", row=5, tags=("deploy",)),  # intent overlap
         replace(plain, id="x5", row=6, time=plain.time + DAY),  # newer
-        replace(plain, id="x6", row=7, confidence=min(1.0, confidence + 0.1)),  # more confident
     ]
     scored = {c.id: c.score for c in apply_stages([plain, *favoured_cases], ctx)}
     for case in favoured_cases:
@@ -133,20 +132,12 @@ def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence
 
 def _factor(stage_name: str, candidate: Candidate, ctx: QueryContext) -> float | None:
     (scored,) = apply_stages([candidate], replace(ctx, disabled=frozenset(
-        n for n in ("status", "confidence", "decay", "importance", "reinforcement", "project", "intent", "type",
-                    "coverage") if n != stage_name)))  # fmt: skip
+        n for n in ("status", "decay", "reinforcement", "project", "intent", "type", "coverage")
+        if n != stage_name)))  # fmt: skip
     return scored.factors.get(stage_name)
 
 
 @pytest.mark.parametrize(("stage", "candidate", "ctx", "expected"), [
-    # confidence: the record's own, default 0.8, floored at 0.05 so a zero never erases evidence
-    ("confidence", _cand(1), QueryContext(now=NOW), 0.8),
-    ("confidence", _cand(1, confidence=0.95), QueryContext(now=NOW), 0.95),
-    ("confidence", _cand(1, confidence=0.0), QueryContext(now=NOW), 0.05),
-    # importance: 1 -> x1.0 ... 5 -> x1.2 (up to +20%)
-    ("importance", _cand(1, importance=1), QueryContext(now=NOW), 1.0),
-    ("importance", _cand(1, importance=3), QueryContext(now=NOW), 1.1),
-    ("importance", _cand(1, importance=5), QueryContext(now=NOW), 1.2),
     # reinforcement: never returned -> 1.0; 50+ returns just now -> the +15% and +10% caps
     ("reinforcement", _cand(1), QueryContext(now=NOW), 1.0),
     ("reinforcement", _cand(1), QueryContext(now=NOW, access={"r1": (50, NOW)}), 1.25),
@@ -166,10 +157,11 @@ def _factor(stage_name: str, candidate: Candidate, ctx: QueryContext) -> float |
     ("type", _cand(1, kind="failure"), QueryContext(now=NOW, type_preferences={"failure": 1.3}), 1.3),
     ("type", _cand(1, kind="decision"), QueryContext(now=NOW, type_preferences={"failure": 1.3}), 1.0),
     ("type", _cand(1, kind="decision"), QueryContext(now=NOW), None),
-    # coverage: 0.6 + 0.4 x the share of the query's idf mass the record holds; none without BM25
+    # coverage: (0.8 + 0.2 x the share of the query's idf mass the record holds) ** (8 x 0.5),
+    # i.e. that factor ** 0.5 on the scale of the fused score; none without BM25
     ("coverage", _cand(1, coverage=1.0), QueryContext(now=NOW), 1.0),
-    ("coverage", _cand(1, coverage=0.0), QueryContext(now=NOW), 0.6),
-    ("coverage", _cand(1, coverage=0.5), QueryContext(now=NOW), 0.8),
+    ("coverage", _cand(1, coverage=0.0), QueryContext(now=NOW), 0.8 ** 4),
+    ("coverage", _cand(1, coverage=0.5), QueryContext(now=NOW), 0.9 ** 4),
     ("coverage", _cand(1), QueryContext(now=NOW), None),
     # decay: at most 30% of the score, half of that for a record without a time
     ("decay", _cand(1, time=NOW), QueryContext(now=NOW), 1.0),
@@ -243,13 +235,13 @@ def test_explain_says_where_diversity_moved_a_hit(initialised, cli) -> None:
                   "Retry payment calls with exponential backoff, capped at four attempts",
                   "Cache invoice totals in Redis for five minutes"):  # fmt: skip
         assert cli("remember", title, "--rationale", "payment retry backoff notes").exit_code == 0
-    out = cli("search", "retry payment calls with backoff", "--explain").stdout
+    out = cli("search", "retry payment calls with backoff", "--explain", "--diversity").stdout
     assert "    diversity: #1 by score\n" in out
     assert ", cosine " in out and " to the closest hit above" in out
-    hits = orjson.loads(cli("search", "retry payment calls with backoff", "--json").stdout)["results"]
+    hits = orjson.loads(cli("search", "retry payment calls with backoff", "--json", "--diversity").stdout)["results"]
     assert hits[0]["components"]["diversity"] == {"score_rank": 1, "max_similarity": None}
     assert sorted(h["components"]["diversity"]["score_rank"] for h in hits) == list(range(1, len(hits) + 1))
-    plain = orjson.loads(cli("search", "retry payment calls with backoff", "--json", "--no-diversity").stdout)
+    plain = orjson.loads(cli("search", "retry payment calls with backoff", "--json").stdout)  # off by default
     assert all("diversity" not in h["components"] for h in plain["results"])
 
 
@@ -455,14 +447,6 @@ def test_intent_option_favours_records_whose_chain_matches(data_dir, cli) -> Non
         assert out["results"][0]["components"]["factors"]["intent"] == 1.25
 
 
-def test_gated_weights_follow_the_lexical_evidence() -> None:
-    assert fusion.gated_weights(0.0) == fusion.DEFAULT_WEIGHTS
-    assert fusion.gated_weights(fusion.LEXICAL_EVIDENCE_COVERAGE) == fusion.LEXICAL_EVIDENCE_WEIGHTS
-    assert fusion.gated_weights(1.0, threshold=1.01) == fusion.DEFAULT_WEIGHTS
-    lexical = fusion.LEXICAL_EVIDENCE_WEIGHTS
-    assert lexical["vector"] < fusion.DEFAULT_WEIGHTS["vector"] and lexical["bm25"] == fusion.DEFAULT_WEIGHTS["bm25"]
-
-
 def _search_store(data_dir) -> object:
     from lore import capture
     from lore.capture import WriteOptions
@@ -479,7 +463,7 @@ def _search_store(data_dir) -> object:
     return SearchSession(Locations(data_dir, data_dir.parent / "index"))
 
 
-def test_fusion_weights_are_gated_on_bm25_evidence_and_zero_weight_channels_are_skipped(data_dir) -> None:
+def test_default_weights_are_fixed_and_zero_weight_channels_are_skipped(data_dir) -> None:
     from lore.rank.pipeline import SearchOptions
     from lore.search import search
 
@@ -487,13 +471,13 @@ def test_fusion_weights_are_gated_on_bm25_evidence_and_zero_weight_channels_are_
     plain = SearchOptions(adaptive=False, now=NOW)
     lexical, _ = search(session, "stripe backoff", plain, log_access=False, use_llm=False)
     assert lexical.gap.idf_coverage == 1.0
-    assert lexical.weights == fusion.LEXICAL_EVIDENCE_WEIGHTS
-    assert "hyde" not in lexical.channels_used and "vector" in lexical.channels_used
+    assert lexical.weights == fusion.DEFAULT_WEIGHTS
+    # the graph channel weighs 0 by default: it is never computed
+    assert "graph" not in lexical.channels_used and {"bm25", "vector", "hyde"} <= set(lexical.channels_used)
 
     other_words, _ = search(session, "how are transient outages handled", plain, log_access=False, use_llm=False)
     assert other_words.gap.idf_coverage == 0.0
     assert other_words.weights == fusion.DEFAULT_WEIGHTS
-    assert {"vector", "hyde"} <= set(other_words.channels_used)
     assert other_words.hits  # found by the vector channels alone
 
     fixed = {"vector": 1.0, "hyde": 0.8, "bm25": 0.6, "graph": 0.3}
@@ -517,20 +501,22 @@ def test_metadata_does_not_overturn_a_clear_difference_in_evidence() -> None:
     first, sixth = fused["d1"][0], fused["d6"][0]  # BM25 and vectors agree on d1; d6 is BM25's sixth
 
     def order(sharpness: float) -> list[str]:
-        answer = _cand(1, id="d1", fused=first, relevance=fusion.relevance(first, best, sharpness), confidence=0.8, importance=3)
-        louder = _cand(6, id="d6", fused=sixth, relevance=fusion.relevance(sixth, best, sharpness), confidence=0.95, importance=5)
+        answer = _cand(1, id="d1", fused=first, relevance=fusion.relevance(first, best, sharpness), time=NOW - 3000 * DAY)
+        newer = _cand(6, id="d6", fused=sixth, relevance=fusion.relevance(sixth, best, sharpness), time=NOW)
         ctx = QueryContext(now=NOW, settings=StageSettings(relevance_sharpness=sharpness))
-        return [c.id for c in rank([answer, louder], ctx)]
+        return [c.id for c in rank([answer, newer], ctx)]
 
     assert order(fusion.RELEVANCE_SHARPNESS) == ["d1", "d6"]
-    assert order(1.0) == ["d6", "d1"]  # unsharpened, confidence and importance decided
+    assert order(1.0) == ["d6", "d1"]  # unsharpened, the age decided
 
 
 @pytest.mark.parametrize(("query", "expected"), [
-    ("which postgres driver do we use", "dec-66583753"),
-    ("how do we retry failed stripe charges", "dec-d0a58788"),
+    ("which postgres driver do we use", {"dec-66583753"}),
+    # Both answer it: the dunning schedule retries failed renewal charges, the backoff
+    # decision retries failed calls to the provider.
+    ("how do we retry failed stripe charges", {"dec-d0a58788", "dec-d6ba0ba6"}),
 ])  # fmt: skip
-def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expected: str) -> None:
+def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expected: set[str]) -> None:
     from lore.paths import Locations
     from lore.rank.pipeline import SearchOptions
     from lore.search import SearchSession, search
@@ -538,7 +524,7 @@ def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expec
 
     session = SearchSession(Locations(PROJECT_ROOT / "data", tmp_path / "demo-index"))
     response, _ = search(session, query, SearchOptions(limit=3, now=NOW), log_access=False, use_llm=False)
-    assert response.hits[0].id == expected
+    assert response.hits[0].id in expected
 
 
 # -- the access log -----------------------------------------------------------------------------

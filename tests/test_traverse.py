@@ -378,12 +378,12 @@ def test_filters_apply_to_records_added_through_the_graph(data_dir: Path, cli) -
 def test_graph_channel_feeds_fusion_with_neighbours_of_the_lexical_hits(data_dir: Path, cli) -> None:
     _hub_with_neighbours(data_dir)
     assert ids(search(cli, "zeppelin")) == [A]
-    fused = search(cli, "zeppelin", "--channels", "bm25,graph")
+    fused = search(cli, "zeppelin", "--channels", "bm25,graph", "--weights", "graph=0.3")  # graph weighs 0 by default
     # The pattern's edge (derived_from, 0.8) outranks the decision's (relates_to, 0.5) in the channel.
     assert {r["id"]: r["components"]["ranks"] for r in fused} == {A: {"bm25": 1}, "pat-1-a1b2": {"graph": 1},
                                                                   B: {"graph": 2}}  # fmt: skip
     assert not [r for r in fused if "path" in r]  # found by a channel, not by traversal
-    filtered = search(cli, "zeppelin", "--channels", "bm25,graph", "--type", "decision")
+    filtered = search(cli, "zeppelin", "--channels", "bm25,graph", "--weights", "graph=0.3", "--type", "decision")
     assert ids(filtered) == [A, B]
     assert filtered[1]["components"]["ranks"] == {"graph": 1}
 

@@ -15,7 +15,8 @@ from lore.paths import require_data_dir
 
 def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, project: str | None, tags: list[str] | None,
                   since: str | None, until: str | None, include_all: bool, intent: str | None, graph_depth: int,
-                  channels: str | None, no_diversity: bool, disable: list[str] | None, weights: str | None) -> object:  # fmt: skip
+                  channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
+                  adaptive: bool = False) -> object:  # fmt: skip
     from datetime import UTC, datetime
 
     from lore.rank.pipeline import CHANNELS, SearchOptions
@@ -64,7 +65,8 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
         graph_depth=graph_depth,
         channels=chosen,
         weights=weight_map,
-        diversity=not no_diversity,
+        diversity=diversity,
+        adaptive=adaptive,
         disabled_stages=frozenset(disable or ()),
         now=time.time(),
     )
@@ -96,8 +98,9 @@ def search(
     graph_depth: int = typer.Option(0, "--graph-depth", min=0, max=3, help="Follow typed edges from the top hits."),
     channels: str | None = typer.Option(None, "--channels", help="Comma-separated subset of bm25,vector,hyde,graph."),
     weights: str | None = typer.Option(None, "--weights", help="Fixed channel weights, e.g. vector=1,hyde=0.8,bm25=0.6 (default: set per query by BM25's evidence)."),
-    no_diversity: bool = typer.Option(False, "--no-diversity", help="Plain top-k instead of MMR."),
-    disable: list[str] | None = typer.Option(None, "--disable", help="Switch off a scoring stage (repeatable): status, confidence, decay, importance, reinforcement, project, intent, type, coverage, threshold."),
+    diversity: bool = typer.Option(False, "--diversity/--no-diversity", help="Re-order the top hits for novelty (MMR). Off by default: it cost recall on the known-item dev split."),
+    adaptive: bool = typer.Option(False, "--adaptive", help="Let the query's classified intent adjust channel weights and favour record types. Off by default: it cost MRR on the demo and known-item dev splits."),
+    disable: list[str] | None = typer.Option(None, "--disable", help="Switch off a scoring stage (repeatable): status, decay, reinforcement, project, intent, type, coverage, threshold."),
     explain: bool = typer.Option(False, "--explain", help="Show every channel's rank and every factor."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (stable; see docs/search.md)."),
 ) -> None:
@@ -112,7 +115,7 @@ def search(
     require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,
                             include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
-                            no_diversity=no_diversity, disable=disable, weights=weights)  # fmt: skip
+                            diversity=diversity, disable=disable, weights=weights, adaptive=adaptive)  # fmt: skip
     progress, stop = terminal_progress()
     try:
         response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
@@ -153,7 +156,7 @@ def context(
     require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
-                            no_diversity=False, disable=None, weights=None)  # fmt: skip
+                            diversity=False, disable=None, weights=None)  # fmt: skip
     response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
                                   policy=refresh_policy())  # fmt: skip
     block = assemble(response, reader, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
