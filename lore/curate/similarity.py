@@ -192,6 +192,9 @@ _SNAKE = re.compile(r"\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")
 # Letters then digits in one word: ``n10``, ``w0``, ``ipv6``, ``sha256``, ``ec2``. A change in
 # one of these is a different thing ("concurrent decision w0 n10" is not "... w0 n1").
 _LETTER_DIGIT = re.compile(r"\b([A-Za-z]+[0-9][A-Za-z0-9]*)\b")
+# Hyphenated names whose last part is one letter or a number: ``worker-a``, ``node-2``,
+# ``db-01``. "Run the cron on worker-a" and "... on worker-b" are different decisions.
+_SUFFIXED_NAME = re.compile(r"(?<![\w-])([A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)*-(?:[A-Za-z]|[0-9]+))(?![\w-])")
 _UPPER_SNAKE_OR_ACRONYM = re.compile(r"\b([A-Z][A-Z0-9]{1,})\b")
 _DOTTED = re.compile(r"(?<![\w/.])([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)(?![\w(])")
 _PATH = re.compile(r"(?<![\w.])((?:~|\.{1,2})?/?[\w.@-]+(?:/[\w.@*-]+)+/?)")
@@ -283,6 +286,7 @@ def extract_specifics(text: str) -> Specifics:
     identifiers.update(m.group(1).lower() for m in _SNAKE.finditer(masked))
     identifiers.update(m.group(1).lower() for m in _CAMEL.finditer(masked))
     identifiers.update(m.group(1).lower() for m in _LETTER_DIGIT.finditer(masked))
+    identifiers.update(m.group(1).lower() for m in _SUFFIXED_NAME.finditer(masked))
     names: set[str] = set()
     for match in _UPPER_SNAKE_OR_ACRONYM.finditer(masked):
         names.add(match.group(1).lower())
@@ -505,20 +509,40 @@ def opposite_advice(a: str, b: str, *, min_overlap: float = 0.6) -> bool:
     or swapped preferences ("prefer X over Y" vs "prefer Y over X"). Different but
     compatible choices (sync vs async, Redis vs Memcached) are not opposites.
     """
+    same_choice = False
     for px, py in _preferences(a):
         for qx, qy in _preferences(b):
+            # Words on both sides of "over" ("soft deletes over hard deletes") name the
+            # thing chosen between, not the choice: compare what differs.
+            px, py = (px - py or px), (py - px or py)
+            qx, qy = (qx - qy or qx), (qy - qx or qy)
             if px & qy and py & qx and not (px & qx):
                 return True
+            same_choice = same_choice or bool(px & qx and py & qy)
+    if same_choice:
+        # "Nightly, not on every pull request" and "every night rather than per pull
+        # request" state one choice; the "not" is its other half, not a reversal.
+        return False
     for ex, lx in _orderings(a):
         for ey, ly in _orderings(b):
             if _overlap(ex, ly) >= 0.5 and _overlap(lx, ey) >= 0.5 and not (ex & ey):
                 return True
     clauses_a, clauses_b = _clauses(a), _clauses(b)
+
+    def echoed(clause: Clause, others: list[Clause]) -> bool:
+        """The other text also says this, with the same polarity, in some clause."""
+        return any(o.negative == clause.negative and _overlap(clause.topic, o.topic) >= min_overlap for o in others)
+
     for ca in clauses_a:
         for cb in clauses_b:
             if ca.negative != cb.negative and _overlap(ca.topic, cb.topic) >= min_overlap:
                 shared = ca.topic & cb.topic
                 # One shared generic word ("tests", "config") is not a topic.
-                if len(shared) >= 2 or len(ca.topic | cb.topic) == 1:
-                    return True
+                if not (len(shared) >= 2 or len(ca.topic | cb.topic) == 1):
+                    continue
+                # "Remove the flag within two weeks" against "clean up flags after rollout;
+                # within two weeks, delete it": b says a's negative clause too.
+                if echoed(ca, clauses_b) or echoed(cb, clauses_a):
+                    continue
+                return True
     return False
