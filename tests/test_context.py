@@ -21,7 +21,9 @@ from lore.store import Store
 
 PLAIN = WriteOptions(check_duplicates=False)
 QUERY = "add jittered exponential backoff around the payment provider charge call"
-GAP_QUERIES = ["zxqv blorf quantum giraffe", "configure the cluster autoscaler for GPU node pools in azure"]
+# Nonsense and off-topic. (Near misses can sit above the cosine floor calibrated on the
+# bench sets' dev splits: docs/search.md, "Evidence gap".)
+GAP_QUERIES = ["zxqv blorf quantum giraffe", "what is a good sourdough starter recipe for a cold kitchen"]
 MARKER = "…"
 SUMMARY = "Payment calls retry with jittered exponential backoff and send idempotency keys."
 

@@ -77,7 +77,10 @@ def test_trivial_prompts_get_nothing(indexed: Path, prompt: str) -> None:
 
 
 def test_evidence_gap_injects_nothing_or_the_line(indexed: Path) -> None:
-    gap_prompt = "configure the cluster autoscaler for GPU node pools in azure"
+    # Off-topic for this tiny store. (A near miss such as "GPU node pools" against a
+    # record on connection pools can sit above the cosine floor, which is calibrated
+    # on the bench sets' dev splits: docs/search.md, "Evidence gap".)
+    gap_prompt = "what is a good sourdough starter recipe for a cold kitchen"
     assert assert_valid_or_empty(run_hook(event(gap_prompt))) == ""
     line = assert_valid_or_empty(run_hook(event(gap_prompt), {"LORE_HOOK_GAP": "line"}))
     assert line == "[EVIDENCE GAP: no reliable memory for this query]"

@@ -399,7 +399,6 @@ class IndexManager:
             names.pop("vectors")
         meta = self._meta(directory, snapshot_counts(records), names, revision, identity, matrix is not None, built=True,
                           model_error=warning)  # fmt: skip
-        meta["null_cosine"] = _null_cosine(matrix)
         atomic_write(directory / META, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
         atomic_write(self.index_dir / CURRENT, directory.name.encode())
         self._collect_garbage(keep=directory)
@@ -482,7 +481,6 @@ class IndexManager:
         new_meta = self._meta(directory, snapshot_counts(records), names, revision, identity, new_matrix is not None,
                               built=False, previous=meta,
                               model_error=meta.get("model_error"))  # fmt: skip
-        new_meta["null_cosine"] = _null_cosine(new_matrix)
         atomic_write(directory / META, orjson.dumps(new_meta, option=orjson.OPT_INDENT_2))
         self._collect_old_revisions(directory, keep={*names.values(), *files.values()})
         added = sum(1 for r in changed if r.id not in old_rows)
@@ -597,20 +595,6 @@ class IndexManager:
 
 
 EMBED_PROCESS_THRESHOLD = 3000
-
-
-def _null_cosine(matrix: Any) -> list[float] | None:
-    """How close off-topic queries get to this corpus: the evidence-gap floor's reference."""
-    if matrix is None or len(matrix) == 0:
-        return None
-    from lore.index.embedder import get_query_encoder
-    from lore.rank.gap import NULL_QUERIES, null_statistics
-
-    try:
-        stats = null_statistics(get_query_encoder().encode(list(NULL_QUERIES)), matrix)
-    except ModelError:
-        return None
-    return [round(v, 5) for v in stats] if stats else None
 
 
 def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) -> tuple[Any, str | None, str | None, bm25.Forward | None]:

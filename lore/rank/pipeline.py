@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lore.errors import ModelError
@@ -297,9 +297,6 @@ def run(
         top_terms = bm25_top[1] if bm25_top and bm25_top[0] == top_id else _covered_terms(table, top_id, query_terms)
         coverage = len(top_terms) / len(query_terms)
     gap_settings = opts.gap_settings
-    null = reader.meta.get("null_cosine")
-    if gap_settings.null_mean is None and isinstance(null, list) and len(null) == 2:
-        gap_settings = replace(gap_settings, null_mean=float(null[0]), null_std=float(null[1]))
     unknown_share = _unknown_share(reader.bm25, query_terms) if query_terms and "bm25" in opts.channels else 0.0
     verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage,
                      unknown_share=unknown_share, store_size=len(table))  # fmt: skip
