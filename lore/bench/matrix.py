@@ -40,6 +40,45 @@ LABELS = {
 }
 
 
+# The margin of the defaults over the textbook BM25 on each split, with a 95% paired
+# bootstrap interval over the questions: a margin whose interval holds 0 is noise.
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 14
+
+
+def per_question(ranked: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int]], measure: str) -> list[float]:
+    """``measure`` (R@k, RR@10 or nDCG@10) of each judged question, in qrels order."""
+    import math
+
+    values = []
+    for qid, relevant in qrels.items():
+        ids = ranked.get(qid, [])[:10]
+        if measure.startswith("R@"):
+            k = int(measure[2:])
+            values.append(sum(1 for i in ids[:k] if i in relevant) / len(relevant))
+        elif measure == "RR@10":
+            values.append(next((1.0 / (n + 1) for n, i in enumerate(ids) if i in relevant), 0.0))
+        else:  # nDCG@10, graded
+            dcg = sum(relevant.get(i, 0) / math.log2(n + 2) for n, i in enumerate(ids))
+            ideal = sum(g / math.log2(n + 2) for n, g in enumerate(sorted(relevant.values(), reverse=True)[:10]))
+            values.append(dcg / ideal if ideal else 0.0)
+    return values
+
+
+def paired_margin(ours: list[float], theirs: list[float]) -> dict[str, float]:
+    """Mean of ``ours - theirs`` and its 95% paired bootstrap interval (seeded, so reruns agree)."""
+    import random
+
+    diffs = [a - b for a, b in zip(ours, theirs, strict=True)]
+    if not diffs:
+        return {"diff": 0.0, "lo": 0.0, "hi": 0.0}
+    rng = random.Random(BOOTSTRAP_SEED)
+    n = len(diffs)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP_RESAMPLES))
+    lo, hi = means[int(0.025 * BOOTSTRAP_RESAMPLES)], means[int(0.975 * BOOTSTRAP_RESAMPLES) - 1]
+    return {"diff": round(sum(diffs) / n, 4), "lo": round(lo, 4), "hi": round(hi, 4)}
+
+
 def _quiet(message: str) -> None:
     return None
 
@@ -95,6 +134,7 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
         answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
         qrels = evalset.judged(split)
         figures: dict[str, Any] = {"answerable": len(answerable), "unanswerable": len(unanswerable), "systems": {}}
+        rankings: dict[str, dict[str, list[str]]] = {}
         for name, custom in named.items():
             progress(f"{evalset.name} {split}: {LABELS.get(name, name)} ({len(answerable)} questions)")
             times: list[float] = []
@@ -123,6 +163,11 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
                 row["gap_answerable"] = round(sum(gaps[q] for q in answerable) / max(len(answerable), 1), 4)
                 row["gap_unanswerable"] = round(sum(gaps[q] for q in unanswerable) / len(unanswerable), 4)
             figures["systems"][name] = row
+            rankings[name] = ranked
+        if "default" in rankings and "textbook" in rankings:
+            figures["margins"] = {m: paired_margin(per_question(rankings["default"], qrels, m),
+                                                   per_question(rankings["textbook"], qrels, m))
+                                  for m in measures}  # fmt: skip
         result["splits"][split] = figures
     searcher.close()
     if grep is not None:

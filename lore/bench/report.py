@@ -61,8 +61,13 @@ def matrix_table(name: str, result: dict[str, Any]) -> Table:
         test = splits.get("test", {}).get("systems", {}).get(system, {})
         gap = f"{test['gap_answerable']:.0%}/{test['gap_unanswerable']:.0%}" if "gap_unanswerable" in test else "-"
         table.add_row(*row, gap)
-    table.caption = ("gap a/u: share of answerable / unanswerable test questions flagged as an evidence gap; "
-                     "only dev figures choose a default (docs/search.md)")
+    caption = ("gap a/u: share of answerable / unanswerable test questions flagged as an evidence gap; "
+               "only dev figures choose a default (docs/search.md)")
+    margins = splits.get("test", {}).get("margins")
+    if margins:
+        shown = ", ".join(f"{short[m]} {v['diff']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]" for m, v in margins.items())
+        caption += f"\ndefaults - textbook BM25 on test (95% paired bootstrap): {shown}"
+    table.caption = caption
     return table
 
 

@@ -1,0 +1,31 @@
+"""The per-question measures and the paired bootstrap behind the README's noise statements."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lore.bench.matrix import paired_margin, per_question
+
+QRELS = {"q1": {"d1": 1}, "q2": {"d2": 2, "d3": 1}}
+
+
+def test_per_question_measures_by_hand() -> None:
+    ranked = {"q1": ["d9", "d1"], "q2": ["d3", "d8", "d2"]}
+    assert per_question(ranked, QRELS, "RR@10") == [0.5, 1.0]
+    assert per_question(ranked, QRELS, "R@5") == [1.0, 1.0]
+    assert per_question({"q2": ["d3"]}, QRELS, "R@10") == [0.0, 0.5]  # q1 returned nothing: 0
+    ndcg = per_question(ranked, QRELS, "nDCG@10")
+    ideal = 2 + 1 / math.log2(3)
+    assert ndcg == pytest.approx([1 / math.log2(3), (1 + 2 / math.log2(4)) / ideal])
+
+
+def test_paired_margin_is_seeded_and_brackets_the_mean() -> None:
+    ours, theirs = [1.0, 0.5, 0.0, 1.0, 0.5, 1.0], [0.5, 0.5, 0.5, 0.0, 0.5, 1.0]
+    margin = paired_margin(ours, theirs)
+    assert margin == paired_margin(ours, theirs)  # same seed, same interval
+    assert margin["diff"] == pytest.approx(1 / 6, abs=1e-4)
+    assert margin["lo"] <= margin["diff"] <= margin["hi"]
+    assert paired_margin([0.3] * 5, [0.3] * 5) == {"diff": 0.0, "lo": 0.0, "hi": 0.0}
+    assert paired_margin([], []) == {"diff": 0.0, "lo": 0.0, "hi": 0.0}
