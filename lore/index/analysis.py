@@ -1,6 +1,6 @@
 """Text analysis for BM25: words, code identifiers split into parts, stopwords, Snowball stems.
 
-Chosen on the dev splits of every `lore bench` set (docs/search.md, "The BM25
+Chosen on the dev splits of every `lore bench` set (docs/search.md, "The lexical
 channel"): the short stopword list of the textbook baseline (a longer list
 dropped words like "not", "only" and "after" that questions rely on), and
 compound identifiers (``builtin/fetch.c``, ``snake_case``, ``billing-api``)

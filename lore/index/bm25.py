@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # frequencies are summed and normalised by the record's whole length, which is the
 # textbook BM25 over all of a record's text. A title boost of 1.5 with per-field
 # length normalisation (BM25F) lost to it on the dev split of the demo, memory and
-# known-item sets (docs/search.md, "The BM25 channel"); the fields stay apart in
+# known-item sets (docs/search.md, "The lexical channel"); the fields stay apart in
 # the forward index so that a boost can be measured again without a rebuild format.
 FIELD_BOOSTS = (1.0, 1.0)
 K1 = 1.2

@@ -83,7 +83,7 @@ def lexical_fields(record: Record) -> tuple[str, str]:
     lexical channel that saw only title and body scored 9-14 points under a
     textbook BM25 over all of a record's text on independent questions, and
     adding the demo decisions' ``entities`` lifted its demo dev MRR@10 from
-    0.770 to 0.811 (docs/search.md, "The BM25 channel").
+    0.770 to 0.811 (docs/search.md, "The lexical channel").
     """
     title = record.fields()["title"]
     parts: list[str] = []

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 RRF_K = 60
 # The seeds specify vector 1.0, HyDE 0.8, BM25 0.6. With the bundled static model
 # BM25 is the strongest single channel on every set; these weights are the best
-# on the dev splits of all four `lore bench` sets together (docs/search.md, "Fusion
-# weights"): vectors and HyDE at 0.2 each find what shares no word with the query
+# on the dev splits of all four `lore bench` sets together (docs/search.md,
+# "Fusion"): vectors and HyDE at 0.2 each find what shares no word with the query
 # on short records (demo dev MRR@10 0.811 -> 0.841) without costing the long ones.
 # The graph channel is off: at 0.3 it pulled the neighbours of the top hits above
 # the answer (demo dev MRR@10 0.828 -> 0.480); `--weights graph=0.3` still fuses it,
@@ -25,7 +25,7 @@ DEFAULT_WEIGHTS: dict[str, float] = {"bm25": 1.0, "vector": 0.2, "hyde": 0.2, "g
 # score: the stages break ties between records of similar evidence and never
 # overturn a clear difference in it. 8 is where decay helps most on the dev splits
 # (demo MRR@10 0.841 -> 0.863); at 4 the old confidence and importance stages cost
-# the demo set 11 points (docs/search.md, "Relevance sharpness").
+# the demo set 11 points (docs/search.md, "Scoring stages").
 RELEVANCE_SHARPNESS = 8.0
 
 

@@ -94,7 +94,7 @@ class StageSettings:
     # single common word can sit one rank apart. Coverage is evidence, not a tie-breaker:
     # its factor (1 - w + w * coverage) applies to the fused score itself, at half its
     # sharpness (``coverage_scale``). w = 0.2 at scale 0.5 is the best pair on the dev
-    # splits of the four sets together (docs/search.md, "Query coverage"); stronger
+    # splits of the four sets together (docs/search.md, "Scoring stages"); stronger
     # settings helped the git sets and cost the demo set.
     coverage_weight: float = 0.2
     coverage_scale: float = 0.5
