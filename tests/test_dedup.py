@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lore import capture
+from lore.bench.duplicates import BACKGROUND as BENCH_BACKGROUND
 from lore.capture import WriteOptions
 from lore.curate import dedup
 from lore.curate.dedup import Match, check_before_write, consolidation_clusters, find_duplicate
@@ -36,38 +37,9 @@ PAIRS_FILE = Path(__file__).parent / "data" / "duplicate_pairs.jsonl"
 MODEL_FILE = BUNDLED_MODEL_DIR / "model.safetensors"
 OPTIONS = WriteOptions(redact=False)
 
-# Other records already in the store while each pair is checked: realistic BM25 statistics,
-# and a match against any of them is a false positive.
-BACKGROUND = {
-    "decision": [
-        {"decision": "Use Sentry for error tracking in all services", "rationale": "One place to triage exceptions"},
-        {"decision": "Host internal docs in the repository as Markdown", "rationale": "Docs change with the code"},
-        {"decision": "Use Terraform workspaces per environment"},
-        {"decision": "Adopt OpenTelemetry for tracing", "rationale": "Vendor-neutral instrumentation"},
-        {"decision": "Publish the mobile app through staged rollouts", "rationale": "Catch crashes on a small share of users"},
-        {"decision": "Keep the billing service on a separate database", "rationale": "Isolation of financial data"},
-        {"decision": "Use pnpm workspaces for the frontend monorepo"},
-        {"decision": "Encrypt backups with a key held in KMS", "rationale": "Compliance requirement"},
-        {"decision": "Deprecate the v1 REST endpoints by the end of the year"},
-        {"decision": "Standardise on ruff for Python linting and formatting", "rationale": "One fast tool instead of four"},
-        {"decision": "Run load tests before every major release", "rationale": "Capacity regressions slipped through"},
-        {"decision": "Use UUIDv7 primary keys for new tables", "rationale": "Sortable and safe to generate client-side"},
-    ],
-    "pattern": [
-        {"name": "Outbox pattern for events", "solution": "Write events to an outbox table in the same transaction and relay them"},
-        {"name": "Health checks that mean something", "solution": "Check downstream dependencies in the readiness probe, not in liveness"},
-        {"name": "Golden files for renderers", "solution": "Compare rendered output against checked-in golden files and update them with a flag"},
-        {"name": "Backpressure in stream consumers", "solution": "Pause consumption when the processing buffer is above a high-water mark"},
-        {"name": "Stable sort keys for pagination", "solution": "Order by a unique column as a tie-breaker so pages never overlap"},
-        {"name": "Typed configuration", "solution": "Parse environment variables into a typed settings object at startup and fail fast"},
-        {"name": "Property-based tests for parsers", "solution": "Generate random inputs and check round-trip properties"},
-        {"name": "Blue-green deploys", "solution": "Switch traffic between two identical environments and keep the old one for rollback"},
-        {"name": "Small pull requests", "solution": "Split changes into reviewable steps under 400 lines each"},
-        {"name": "Timeouts on every network call", "solution": "Give each outbound call a deadline derived from the caller's budget"},
-        {"name": "Check exit codes in pipelines", "solution": "Set pipefail so a failing command in a pipe fails the script"},
-        {"name": "Soft deletes for user content", "solution": "Mark rows deleted with a timestamp and purge them after the retention window"},
-    ],
-}  # fmt: skip
+# Other records already in the store while each pair is checked (the bench's own): realistic
+# BM25 statistics, and a match against any of them is a false positive.
+BACKGROUND = BENCH_BACKGROUND
 
 CATEGORY_LABEL = {
     "verbatim": "duplicate", "paraphrase": "duplicate", "reordered": "duplicate",

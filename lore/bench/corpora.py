@@ -64,7 +64,8 @@ def append_decision(data_dir: Path, raw: dict[str, Any]) -> None:
         handle.write(orjson.dumps(raw) + b"\n")
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The objects of a JSONL file, blank lines skipped."""
     with path.open("rb") as handle:
         for line in handle:
             if line.strip():
@@ -93,9 +94,9 @@ def _qrels(path: Path) -> dict[str, dict[str, int]]:
 
 def load_scifact(shared: Path) -> SciFact:
     root = shared / "beir" / "scifact"
-    docs = [(str(d["_id"]), str(d.get("title") or ""), str(d.get("text") or "")) for d in _read_jsonl(root / "corpus.jsonl")]
-    queries = {str(q["_id"]): str(q["text"]) for q in _read_jsonl(root / "queries.jsonl")}
-    for q in _read_jsonl(root / "queries_test.jsonl"):
+    docs = [(str(d["_id"]), str(d.get("title") or ""), str(d.get("text") or "")) for d in read_jsonl(root / "corpus.jsonl")]
+    queries = {str(q["_id"]): str(q["text"]) for q in read_jsonl(root / "queries.jsonl")}
+    for q in read_jsonl(root / "queries_test.jsonl"):
         queries.setdefault(str(q["_id"]), str(q["text"]))
     return SciFact(docs, queries, _qrels(root / "qrels" / "test.tsv"), _qrels(root / "qrels" / "train.tsv"))
 
@@ -129,7 +130,7 @@ def write_scifact(data_dir: Path, docs: list[tuple[str, str, str]]) -> dict[str,
 def load_commits(shared: Path, count: int) -> list[dict[str, Any]]:
     """The first ``count`` lines of the git corpus (newest commits first)."""
     commits = []
-    for commit in _read_jsonl(shared / "corpora" / "git-commits.jsonl"):
+    for commit in read_jsonl(shared / "corpora" / "git-commits.jsonl"):
         commits.append(commit)
         if len(commits) >= count:
             break
@@ -172,7 +173,7 @@ def epoch(timestamp: str) -> float:
 
 
 def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
-    return list(_read_jsonl(path))
+    return list(read_jsonl(path))
 
 
 # -- the machine ----------------------------------------------------------------------

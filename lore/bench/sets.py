@@ -18,12 +18,9 @@ from the shared directory by path and never copied.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from lore.bench import corpora
 from lore.errors import NotFoundError
@@ -45,11 +42,7 @@ def data_file(name: str) -> Path:
     return path
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open("rb") as handle:
-        for line in handle:
-            if line.strip():
-                yield orjson.loads(line)
+read_jsonl = corpora.read_jsonl
 
 
 @dataclass
