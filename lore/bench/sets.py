@@ -4,7 +4,7 @@
 | --- | --- | --- | --- | --- |
 | scifact | 5,183 SciFact abstracts as decisions | BEIR queries | the 809 train queries | the 300 test queries |
 | knownitem | 5,000 git commits (subject, body, files) | 95 lexical-gap questions + 42 unanswerable | half | half |
-| memory | 8,000 short git memories (subject + first paragraph, <= 300 chars) | 280 coding-agent prompts + 80 unanswerable | half | half |
+| memory | 8,000 short git memories (subject + first paragraph, <= 300 chars) | 280 coding-agent prompts + 79 unanswerable | half | half |
 | demo | the bundled demo data (`data/`) | coding-agent prompts + unanswerable | half | half |
 
 The split of each question file is written in the file itself (``"split"``), so it
