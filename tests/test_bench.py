@@ -54,17 +54,6 @@ def test_evaluate_counts_queries_without_results() -> None:
     assert half == {"R@100": 0.5}
 
 
-def test_fuse_matches_pipeline_order() -> None:
-    from lore.bench.quality import channel_rankings, fuse
-    from lore.rank.stages import Candidate
-
-    hits = [Candidate(id="b", row=1, kind="decision", ranks={"bm25": 1, "vector": 2}),
-            Candidate(id="a", row=0, kind="decision", ranks={"vector": 1})]  # fmt: skip
-    rankings = channel_rankings(hits)
-    assert rankings == {"bm25": ["b"], "vector": ["a", "b"]}
-    assert fuse(rankings, {"bm25": 1.0, "vector": 1.0}, 10) == ["b", "a"]
-
-
 def test_matrix_on_a_tiny_set_reports_every_system_on_both_splits(isolated: Path) -> None:
     from rich.console import Console
 

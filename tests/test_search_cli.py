@@ -90,9 +90,9 @@ def access_lines(tmp_path: Path) -> list[dict]:
 
 # -- --json ----------------------------------------------------------------------------------------
 
-TOP_KEYS = {"query", "results", "evidence_gap", "gap", "intent", "weights", "timings_ms", "warnings", "schema_version"}
+TOP_KEYS = {"query", "results", "evidence_gap", "gap", "intent", "weights", "fusion", "timings_ms", "warnings", "schema_version"}
 RESULT_KEYS = {"id", "type", "title", "content", "project", "timestamp", "status", "score", "components"}
-COMPONENT_KEYS = {"relevance", "fused", "ranks", "rrf", "channel_scores", "factors"}
+COMPONENT_KEYS = {"relevance", "fused", "ranks", "contributions", "channel_scores", "factors"}
 GAP_KEYS = {"evidence_gap", "z_score", "top_relevance", "top_cosine", "term_coverage", "channels_agreeing", "reason",
             "idf_coverage", "lexical_z"}  # fmt: skip
 TIMING_KEYS = {"bm25", "encode", "vectors", "fusion", "stages", "gap", "mmr", "total", "open_index", "wall"}
@@ -105,7 +105,8 @@ def test_json_has_the_documented_shape(cli, store: Path) -> None:
     payload = search_json(cli, STRIPE, "--no-diversity")
     assert set(payload) == TOP_KEYS
     assert payload["query"] == STRIPE
-    assert payload["schema_version"] == 1
+    assert payload["schema_version"] == 2
+    assert payload["fusion"] == "score"
     assert payload["warnings"] == []
     assert payload["evidence_gap"] is False and payload["gap"]["evidence_gap"] is False
     assert set(payload["gap"]) == GAP_KEYS | UNDOCUMENTED_GAP_KEYS
@@ -119,11 +120,15 @@ def test_json_has_the_documented_shape(cli, store: Path) -> None:
         assert set(result) == RESULT_KEYS  # path, notes, represents only when they apply
         assert set(result["components"]) == COMPONENT_KEYS
         components = result["components"]
-        assert set(components["ranks"]) == set(components["rrf"]) <= {"bm25", "vector", "hyde", "graph"}
-        assert set(components["channel_scores"]) <= set(components["ranks"])
-        for channel, rank in components["ranks"].items():
-            assert components["rrf"][channel] == pytest.approx(payload["weights"][channel] / (60 + rank), abs=1e-6)
-        assert components["fused"] == pytest.approx(sum(components["rrf"].values()), abs=1e-5)
+        assert set(components["ranks"]) <= {"bm25", "vector", "hyde", "graph"}
+        # Score fusion: every channel's score of the record (not only of its own top records),
+        # divided by the channel's best score for the query, times the channel's weight.
+        assert set(components["contributions"]) == set(components["channel_scores"])
+        for channel, share in components["contributions"].items():
+            best = max(r["components"]["channel_scores"].get(channel, 0.0) for r in payload["results"])
+            expected_share = payload["weights"][channel] * components["channel_scores"][channel] / best
+            assert share == pytest.approx(expected_share, abs=1e-3)
+        assert components["fused"] == pytest.approx(sum(components["contributions"].values()), abs=1e-5)
         expected = components["relevance"] * math.prod(components["factors"].values())
         assert result["score"] == pytest.approx(expected, rel=1e-3, abs=1e-6)
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", result["timestamp"])
@@ -172,10 +177,10 @@ def test_terminal_listing_exact(cli, store: Path) -> None:
         " 1. [decision] dec-0000000a  acme-api  3d  score 1.500\n"
         "    Retry failed Stripe charges with exponential backoff\n"
         "    Stripe rate limits bursts; full jitter spreads the retries out over a minute\n"
-        " 2. [failure] fail-0000000a  acme-api  1d  score 0.636\n"
+        " 2. [failure] fail-0000000a  acme-api  1d  score 0.001\n"
         "    Timeout: Stripe webhook handler took 31s\n"
         "    Stripe webhook handler took 31s · pytest\n"
-        " 3. [observation] obs-0000000a  billing-api  2d  score 0.373\n"
+        " 3. [observation] obs-0000000a  billing-api  2d  score <0.001\n"
         "    Stripe webhooks arrive out of order\n"
     )
 
@@ -253,11 +258,10 @@ def logical_lines(text: str) -> list[str]:
     return lines
 
 
-def test_explain_shows_every_channel_rank_rrf_share_and_factor(cli, store: Path) -> None:
-    options = ("--all", "--intent", "payments", "--limit", "4", "--diversity")
+def test_explain_shows_every_channel_rank_share_and_factor(cli, store: Path) -> None:
+    options = ("--all", "--intent", "payments", "--limit", "5", "--diversity")
     payload = search_json(cli, STRIPE, *options)
     expected = {r["id"]: r for r in payload["results"]}
-    weights = payload["weights"]
     result = cli("search", STRIPE, *options, "--explain")
     assert result.exit_code == 0 and result.stderr == ""
     lines = logical_lines(result.stdout)
@@ -272,26 +276,30 @@ def test_explain_shows_every_channel_rank_rrf_share_and_factor(cli, store: Path)
         parts = channels.removeprefix("    channels: ").split(" · ")
         assert [p.split()[0] for p in parts] == ["bm25", "vector", "hyde", "graph"]
         ranks = expected[record_id]["components"]["ranks"]
+        scored = expected[record_id]["components"]["channel_scores"]
         for part in parts:
             channel = part.split()[0]
-            if channel not in ranks:
+            if channel not in ranks and channel not in scored:
                 assert part == f"{channel} -"
                 continue
-            match = re.fullmatch(rf"{channel} #(\d+)(?: s=-?\d+\.\d{{3}})? \+(\d\.\d{{4}})", part)
+            # "#-": the channel scores the record without ranking it among its own best.
+            match = re.fullmatch(rf"{channel} #(\d+|-)(?: s=-?\d+\.\d{{3}})? \+(\d\.\d{{4}})", part)
             assert match, part
-            assert int(match.group(1)) == ranks[channel]
-            assert float(match.group(2)) == pytest.approx(weights[channel] / (60 + ranks[channel]), abs=1e-4)
+            assert match.group(1) == str(ranks.get(channel, "-"))
+            contribution = expected[record_id]["components"]["contributions"].get(channel, 0.0)
+            assert float(match.group(2)) == pytest.approx(contribution, abs=1e-4)
         (score_line,) = [line for line in block if line.startswith("    score = ")]
         match = re.fullmatch(r"    score = relevance (\d\.\d{3}) \(fused (\d\.\d{4})\) × (.*) = (\d+\.\d{3})", score_line)
         assert match, score_line
         factors = [(f.rsplit(" ", 1)[0], float(f.rsplit(" ", 1)[1])) for f in match.group(3).split(" × ")]
         names = [name for name, _ in factors]
         every_stage = ["decay", "reinforcement", "project", "intent", "coverage"]  # "type" only with --adaptive
-        assert names == (["status", *every_stage] if record_id == "dec-0000000e" else every_stage)
+        inactive = {"dec-0000000c", "dec-0000000e"}  # superseded, retracted: shown with --all
+        assert names == (["status", *every_stage] if record_id in inactive else every_stage)
         assert dict(factors)["project"] == (1.5 if expected[record_id]["project"] == "acme-api" else 1.0)
         tagged = {"dec-0000000a", "dec-0000000b", "dec-0000000e", "obs-0000000a"}  # tags payments / Payments
         assert dict(factors)["intent"] == (1.25 if record_id in tagged else 1.0)
-        if record_id == "dec-0000000e":
+        if record_id in inactive:
             assert dict(factors)["status"] == 0.5
         product = float(match.group(1)) * math.prod(v for _, v in factors)
         assert float(match.group(4)) == pytest.approx(product, abs=0.01)
@@ -300,7 +308,8 @@ def test_explain_shows_every_channel_rank_rrf_share_and_factor(cli, store: Path)
         assert re.fullmatch(rf"    diversity: #\d+ by score{cosine}", diversity), diversity
     footer = lines[-2:]
     assert footer[0].startswith(f"intent {payload['intent']['name']} (sim ")
-    assert "weights " + ", ".join(f"{k} {v:.2f}" for k, v in weights.items()) + " · gap z " in footer[0]
+    weights = payload["weights"]
+    assert "score fusion, weights " + ", ".join(f"{k} {v:.2f}" for k, v in weights.items()) + " · gap z " in footer[0]
     assert footer[1].startswith("timings ms: filter ")
 
 

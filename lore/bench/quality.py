@@ -79,24 +79,6 @@ class Searcher:
             self.session.reader.close()
 
 
-def channel_rankings(hits: Sequence[Any]) -> dict[str, list[str]]:
-    """Each channel's own ranking, recovered from the fused candidates' per-channel ranks."""
-    by_channel: dict[str, list[tuple[int, str]]] = {}
-    for candidate in hits:
-        for channel, rank in candidate.ranks.items():
-            by_channel.setdefault(channel, []).append((rank, candidate.id))
-    return {channel: [rid for _, rid in sorted(pairs)] for channel, pairs in by_channel.items()}
-
-
-def fuse(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], limit: int) -> list[str]:
-    """Weighted RRF exactly as the pipeline orders it with every stage off (score, then id)."""
-    from lore.rank import fusion
-
-    fused = fusion.rrf(rankings, weights)
-    ordered = sorted(fused.items(), key=lambda item: (-item[1][0], item[0]))
-    return [rid for rid, _ in ordered[:limit]]
-
-
 # -- the grep baseline -------------------------------------------------------------------------
 def _content_words(question: str) -> list[str]:
     from whoosh.analysis import STOP_WORDS

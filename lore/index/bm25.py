@@ -325,10 +325,17 @@ class Bm25Index:
         scores = self.scores(query_terms)
         if allowed is not None:
             scores = np.where(allowed, scores, 0.0)
-        matched = np.flatnonzero(scores > 0)
-        if limit <= 0 or matched.size == 0:
-            return []
-        if matched.size > limit:
-            matched = matched[np.argpartition(-scores[matched], limit - 1)[:limit]]
-        ordered = matched[np.lexsort((matched, -scores[matched]))]
-        return [(int(row), float(scores[row])) for row in ordered]
+        return best_rows(scores, limit)
+
+
+def best_rows(scores: np.ndarray, limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` rows of ``scores`` with the highest positive score, best first (ties by row)."""
+    import numpy as np
+
+    matched = np.flatnonzero(scores > 0)
+    if limit <= 0 or matched.size == 0:
+        return []
+    if matched.size > limit:
+        matched = matched[np.argpartition(-scores[matched], limit - 1)[:limit]]
+    ordered = matched[np.lexsort((matched, -scores[matched]))]
+    return [(int(row), float(scores[row])) for row in ordered]

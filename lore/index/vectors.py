@@ -31,11 +31,24 @@ def load_file(path: Path, rows: int | None = None) -> np.ndarray:
 
 def top_k(matrix: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
     """Rows with the highest cosine to ``query`` (rows and query are L2-normalised)."""
-    import numpy as np
-
     if matrix.shape[0] == 0:
         return []
-    scores = np.asarray(matrix @ query.astype(matrix.dtype), dtype=np.float32)
+    return best_of(cosines(matrix, query), k, allowed)
+
+
+def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """The cosine of every row to ``query`` (rows and query are L2-normalised)."""
+    import numpy as np
+
+    return np.asarray(matrix @ query.astype(matrix.dtype), dtype=np.float32)
+
+
+def best_of(scores: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+    """The ``k`` rows of ``scores`` with the highest score among the allowed ones, best first."""
+    import numpy as np
+
+    if scores.shape[0] == 0:
+        return []
     if allowed is not None:
         scores = np.where(allowed, scores, -np.inf)
     k = min(k, scores.shape[0])

@@ -1,4 +1,4 @@
-"""The search pipeline: channels -> weighted RRF -> scoring stages -> graph -> MMR -> evidence gap.
+"""The search pipeline: channels -> score fusion (or weighted RRF) -> scoring stages -> graph -> MMR -> evidence gap.
 
 ``run`` is deterministic given the index, the query, the options (including
 ``now``) and the access statistics; it does no I/O of its own beyond reading
@@ -60,11 +60,17 @@ class SearchOptions:
     # Pseudo-relevance feedback: the HyDE-lite document also carries the titles of the
     # top BM25 hits, so the expansion is grounded in what is actually stored.
     hyde_feedback: int = 3
-    # Vector pseudo-relevance feedback: the mean vector of the top BM25 hits, at this
-    # weight, is added to the query's before the vector channel ranks. The defaults
-    # with it against without, dev MRR@10: known-item 0.625 / 0.476, memory 0.239 /
-    # 0.219, demo 0.863 / 0.832; SciFact nDCG@10 0.704 / 0.693 (docs/search.md, "Fusion").
-    vector_feedback: float = 1.0
+    # Vector pseudo-relevance feedback: the mean vector of the top five BM25 hits, at
+    # this weight, is added to the query's before the vector channel ranks. 0.25 is
+    # the best of 0, 0.25, 0.5 and 1 on the dev splits of the four sets together
+    # (docs/search.md, "Fusion"): at 1 the feedback pulls the short memories' vector
+    # channel toward BM25's wrong guesses, at 0 the known-item set loses 3 points.
+    vector_feedback: float = 0.25
+    # "score": a convex combination of each channel's scores, each divided by the
+    # channel's best (fusion.score_fusion); "rrf": weighted reciprocal rank fusion.
+    # Score fusion won on the dev splits of every set but known-item, where it tied
+    # on recall@10 and lost 0.007 MRR@10 (docs/search.md, "Fusion").
+    fusion: str = "score"
 
     @property
     def filtered(self) -> bool:
@@ -81,6 +87,7 @@ class SearchResponse:
     weights: dict[str, float]
     warnings: list[str] = field(default_factory=list)
     channels_used: tuple[str, ...] = ()
+    fusion: str = "score"
 
 
 Encoder = Callable[[list[str]], "np.ndarray"]
@@ -186,8 +193,15 @@ def run(
     query_terms = analysis.unique_terms(query)
     idf_coverage = 0.0
     bm25_top: tuple[str, set[str]] | None = None  # BM25's best record and the query terms it holds
+    full_scores: dict[str, np.ndarray] = {}  # channel -> its score of every row (score fusion reads them)
     if "bm25" in opts.channels:
-        kept = [(table.ids[row], score) for row, score in reader.bm25.search(query_terms, limit, mask)]
+        from lore.index.bm25 import best_rows
+
+        lexical = reader.bm25.scores(query_terms)
+        if mask is not None:
+            lexical = np.where(mask, lexical, 0.0)
+        full_scores["bm25"] = lexical
+        kept = [(table.ids[row], score) for row, score in best_rows(lexical, limit)]
         rankings["bm25"] = [rid for rid, _ in kept]
         channel_scores["bm25"] = dict(kept)
         if kept and query_terms:
@@ -244,7 +258,9 @@ def run(
         for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
             if channel not in active or vec is None or not np.any(vec):
                 continue
-            top = vector_index.top_k(matrix, vec, limit, mask)
+            cosines = vector_index.cosines(matrix, vec) if matrix.shape[0] else np.zeros(0, dtype=np.float32)
+            full_scores[channel] = cosines
+            top = vector_index.best_of(cosines, limit, mask)
             rankings[channel] = [table.ids[row] for row, _ in top]
             channel_scores[channel] = {table.ids[row]: score for row, score in top}
         t = lap("vectors", t)
@@ -262,8 +278,25 @@ def run(
         rankings["graph"] = [rid for rid in ranked if table.row(rid) is not None][:limit]
         t = lap("graph", t)
 
-    fused = fusion.rrf(rankings, weights)
-    best = fusion.max_rrf([c for c in rankings if rankings[c]], weights)
+    shares: dict[str, dict[str, float]] = {}
+    if opts.fusion == "score":
+        union = [row for rid in dict.fromkeys(r for ids in rankings.values() for r in ids) if (row := table.row(rid)) is not None]
+        for channel, ids in rankings.items():
+            values = full_scores.get(channel)
+            if values is None:  # the graph channel ranks without scores: 1 / rank
+                channel_scores[channel] = {rid: 1.0 / n for n, rid in enumerate(ids, start=1)}
+                continue
+            # Every candidate's score in this channel, not only the channel's own top records.
+            channel_scores[channel] = {table.ids[row]: float(values[row]) for row in union if values[row] > 0}
+        by_score = fusion.score_fusion(rankings, channel_scores, weights)
+        fused = {rid: (score, ranks) for rid, (score, ranks, _) in by_score.items()}
+        shares = {rid: share for rid, (_, _, share) in by_score.items()}
+        best = fusion.max_score_fusion([c for c in rankings if rankings[c]], weights)
+    else:
+        fused = fusion.rrf(rankings, weights)
+        shares = {rid: {ch: weights.get(ch, 0.0) / (fusion.RRF_K + rank) for ch, rank in ranks.items()}
+                  for rid, (_, ranks) in fused.items()}  # fmt: skip
+        best = fusion.max_rrf([c for c in rankings if rankings[c]], weights)
     candidates = []
     for record_id, (score, ranks) in fused.items():
         row = table.row(record_id)
@@ -274,12 +307,12 @@ def run(
             chain = reader.table.doc(row).get("intent_chain") or []
             base = base.evolve(intent_chain=tuple(str(c) for c in chain if c))
         candidates.append(base.evolve(
-            ranks=ranks, fused=score, relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
+            ranks=ranks, fused=score, contributions=shares.get(record_id, {}), relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
             channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
         ))  # fmt: skip
     if candidates and query_terms and "bm25" in opts.channels and "coverage" not in opts.disabled_stages:
-        shares = reader.bm25.coverage(query_terms, np.asarray([c.row for c in candidates], dtype=np.int32))
-        candidates = [c.evolve(coverage=float(share)) for c, share in zip(candidates, shares, strict=True)]
+        covered = reader.bm25.coverage(query_terms, np.asarray([c.row for c in candidates], dtype=np.int32))
+        candidates = [c.evolve(coverage=float(share)) for c, share in zip(candidates, covered, strict=True)]
     t = lap("fusion", t)
 
     ctx = QueryContext(
@@ -323,4 +356,4 @@ def run(
     picked = traverse.annotate_contradictions(reader, picked)
 
     timings["total"] = round((clock() - started) * 1000, 3)
-    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings))
+    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings), opts.fusion)

@@ -40,6 +40,9 @@ class Candidate:
     intent_chain: tuple[str, ...] = ()
     ranks: Mapping[str, int] = field(default_factory=dict)
     channel_scores: Mapping[str, float] = field(default_factory=dict)
+    # Each channel's weighted share of ``fused``: weight * score / the channel's best score
+    # (score fusion) or weight / (k + rank) (RRF).
+    contributions: Mapping[str, float] = field(default_factory=dict)
     fused: float = 0.0
     relevance: float = 0.0  # (fused / best possible fused score) ** sharpness, in [0, 1]
     factors: Mapping[str, float] = field(default_factory=dict)

@@ -5,20 +5,20 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from lore.rank.fusion import RRF_K
 from lore.rank.pipeline import SearchResponse
 from lore.rank.stages import Candidate
 
-JSON_SCHEMA_VERSION = 1
+# 2: each hit's ``components.rrf`` became ``components.contributions`` (score fusion is
+# the default; the shares are no longer reciprocal ranks) and the response names its ``fusion``.
+JSON_SCHEMA_VERSION = 2
 
 
 def components(candidate: Candidate, weights: dict[str, float]) -> dict[str, Any]:
-    rrf = {ch: round(weights.get(ch, 0.0) / (RRF_K + rank), 6) for ch, rank in candidate.ranks.items() if ch in weights}
     parts: dict[str, Any] = {
         "relevance": round(candidate.relevance, 6),
         "fused": round(candidate.fused, 6),
         "ranks": dict(candidate.ranks),
-        "rrf": rrf,
+        "contributions": {k: round(v, 6) for k, v in candidate.contributions.items()},
         "channel_scores": {k: round(v, 4) for k, v in candidate.channel_scores.items()},
         "factors": {k: round(v, 4) for k, v in candidate.factors.items()},
     }
@@ -64,6 +64,7 @@ def response_json(response: SearchResponse, reader: Any) -> dict[str, Any]:
         "intent": {"name": response.intent.intent, "similarity": round(response.intent.similarity, 4),
                    "fallback": response.intent.fallback},
         "weights": response.weights,
+        "fusion": response.fusion,
         "timings_ms": response.timings_ms,
         "warnings": response.warnings,
         "schema_version": JSON_SCHEMA_VERSION,

@@ -108,7 +108,7 @@ def render_search(response: SearchResponse, reader: Any, *, explain: bool = Fals
         gap = response.gap.figures()
         out.print(Text(
             f"intent {response.intent.intent} (sim {response.intent.similarity:.2f}{', fallback' if response.intent.fallback else ''}) · "
-            f"weights {', '.join(f'{k} {v:.2f}' for k, v in response.weights.items())} · "
+            f"{response.fusion} fusion, weights {', '.join(f'{k} {v:.2f}' for k, v in response.weights.items())} · "
             f"gap z {gap['z_score']} cos {gap['top_cosine']} coverage {gap['term_coverage']} agree {gap['channels_agreeing']} ({gap['reason']})",
             style="dim",
         ))  # fmt: skip
@@ -118,15 +118,13 @@ def render_search(response: SearchResponse, reader: Any, *, explain: bool = Fals
 def _explain(out: Any, hit: Any, weights: dict[str, float]) -> None:
     from rich.text import Text
 
-    from lore.rank.fusion import RRF_K
-
     parts = []
     for channel in ("bm25", "vector", "hyde", "graph"):
-        if channel in hit.ranks:
-            contribution = weights.get(channel, 0.0) / (RRF_K + hit.ranks[channel])
-            score = hit.channel_scores.get(channel)
+        score = hit.channel_scores.get(channel)
+        if channel in hit.ranks or score is not None:
+            rank = f"#{hit.ranks[channel]}" if channel in hit.ranks else "#-"
             shown = f" s={score:.3f}" if score is not None else ""
-            parts.append(f"{channel} #{hit.ranks[channel]}{shown} +{contribution:.4f}")
+            parts.append(f"{channel} {rank}{shown} +{hit.contributions.get(channel, 0.0):.4f}")
         else:
             parts.append(f"{channel} -")
     out.print(Text("    channels: " + " · ".join(parts), style="dim"))
