@@ -568,3 +568,16 @@ def test_a_failing_llm_command_falls_back_to_the_template(cli, nodes_store: Path
     monkeypatch.setenv("LORE_LLM_CMD", llm_script(tmp_path, body))
     assert hyde_ranks(cli) == template
     assert (tmp_path / "prompts.txt").exists()  # it was asked, and its failure cost nothing but the answer
+
+
+def test_fusion_option_chooses_rrf_and_refuses_an_unknown_one(cli, store: Path) -> None:
+    default = search_json(cli, STRIPE)
+    rrf = search_json(cli, STRIPE, "--fusion", "rrf")
+    assert (default["fusion"], rrf["fusion"]) == ("score", "rrf")
+    for result in rrf["results"]:  # RRF shares: weight / (60 + rank)
+        components = result["components"]
+        for channel, rank in components["ranks"].items():
+            assert components["contributions"][channel] == pytest.approx(rrf["weights"][channel] / (60 + rank), abs=1e-6)
+    bad = cli("search", STRIPE, "--fusion", "borda")
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert "unknown fusion 'borda'" in bad.stderr and "score, rrf" in bad.stderr

@@ -16,7 +16,7 @@ from lore.paths import require_data_dir
 def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, project: str | None, tags: list[str] | None,
                   since: str | None, until: str | None, include_all: bool, intent: str | None, graph_depth: int,
                   channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
-                  adaptive: bool = False) -> object:  # fmt: skip
+                  adaptive: bool = False, fusion: str = "score") -> object:  # fmt: skip
     from datetime import UTC, datetime
 
     from lore.rank.pipeline import CHANNELS, SearchOptions
@@ -45,6 +45,8 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
             if not weight >= 0 or weight == float("inf"):
                 raise UsageError(f"weight {part!r} must be a finite number >= 0", hint="0 switches a channel off")
             weight_map[name] = weight
+    if fusion not in FUSIONS:
+        raise UsageError(f"unknown fusion {fusion!r}", hint="fusions: " + ", ".join(FUSIONS))
     unknown_stages = sorted(set(disable or ()) - set(SWITCHABLE))
     if unknown_stages:
         raise UsageError(f"unknown stage {unknown_stages[0]!r} for --disable", hint="stages: " + ", ".join(SWITCHABLE))
@@ -67,12 +69,14 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
         weights=weight_map,
         diversity=diversity,
         adaptive=adaptive,
+        fusion=fusion,
         disabled_stages=frozenset(disable or ()),
         now=time.time(),
     )
 
 
 REFRESH_POLICIES = ("refresh", "warn", "ignore")
+FUSIONS = ("score", "rrf")
 
 
 def refresh_policy() -> str:
@@ -97,7 +101,8 @@ def search(
     intent: str | None = typer.Option(None, "--intent", help="Comma-separated intents to favour (heritage bonus)."),
     graph_depth: int = typer.Option(0, "--graph-depth", min=0, max=3, help="Follow typed edges from the top hits."),
     channels: str | None = typer.Option(None, "--channels", help="Comma-separated subset of bm25,vector,hyde,graph."),
-    weights: str | None = typer.Option(None, "--weights", help="Fixed channel weights, e.g. vector=1,hyde=0.8,bm25=0.6 (default: set per query by BM25's evidence)."),
+    weights: str | None = typer.Option(None, "--weights", help="Channel weights, e.g. vector=1,hyde=0.8,bm25=0.6 (default: bm25 1, vector 0.8, hyde 0.2, graph 0)."),
+    fusion: str = typer.Option("score", "--fusion", help="How channels combine: score (each channel's scores over its best, weighted) or rrf (weighted reciprocal rank fusion)."),
     diversity: bool = typer.Option(False, "--diversity/--no-diversity", help="Re-order the top hits for novelty (MMR). Off by default: it cost recall on the known-item dev split."),
     adaptive: bool = typer.Option(False, "--adaptive", help="Let the query's classified intent adjust channel weights and favour record types. Off by default: it cost MRR on the demo and known-item dev splits."),
     disable: list[str] | None = typer.Option(None, "--disable", help="Switch off a scoring stage (repeatable): status, decay, reinforcement, project, intent, type, coverage, threshold."),
@@ -115,7 +120,8 @@ def search(
     require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,
                             include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
-                            diversity=diversity, disable=disable, weights=weights, adaptive=adaptive)  # fmt: skip
+                            diversity=diversity, disable=disable, weights=weights, adaptive=adaptive,
+                            fusion=fusion)  # fmt: skip
     progress, stop = terminal_progress()
     try:
         response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
