@@ -5,11 +5,12 @@ The CLI, the hook, the warm helper and the MCP server all call ``search``.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from lore.errors import ModelError
+from lore.errors import ModelError, UsageError
 from lore.index.manager import IndexManager, IndexReader, Progress, _no_progress
 from lore.paths import Locations
 from lore.rank import access as access_log
@@ -121,3 +122,80 @@ def search(
             session.access[rid] = (count + 1, now)
     response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
     return response, reader
+
+
+def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: str | None = None,
+                   tags: list[str] | None = None, since: str | None = None, until: str | None = None,
+                   include_all: bool = False, intent: str | None = None, graph_depth: int = 0,
+                   channels: str | None = None, diversity: bool = False, disable: list[str] | None = None,
+                   weights: str | None = None, adaptive: bool = False, fusion: str = "score",
+                   current_project: str | None = None) -> SearchOptions:  # fmt: skip
+    """``SearchOptions`` from the options as a person types them (`lore search` and `lore ui` share this)."""
+    from datetime import UTC, datetime
+
+    from lore.rank.pipeline import CHANNELS
+    from lore.rank.stages import SWITCHABLE
+    from lore.store.records import normalise_kind
+    from lore.timeparse import parse_when
+
+    now = datetime.now(UTC)
+    chosen = tuple(c.strip() for c in channels.split(",")) if channels else CHANNELS
+    unknown = [c for c in chosen if c not in CHANNELS]
+    if unknown:
+        raise UsageError(f"unknown channel {unknown[0]!r}", hint="channels: " + ", ".join(CHANNELS))
+    weight_map = None
+    if weights:
+        from lore.rank.fusion import DEFAULT_WEIGHTS
+
+        weight_map = dict(DEFAULT_WEIGHTS)
+        for part in weights.split(","):
+            name, _, value = (p.strip() for p in part.partition("="))
+            if name not in CHANNELS:
+                raise UsageError(f"unknown channel {name!r} in --weights", hint="channels: " + ", ".join(CHANNELS))
+            try:
+                weight = float(value)
+            except ValueError as exc:
+                raise UsageError(f"cannot read weight {part!r}", hint="use --weights vector=1,hyde=0.8,bm25=0.6") from exc
+            if not weight >= 0 or weight == float("inf"):
+                raise UsageError(f"weight {part!r} must be a finite number >= 0", hint="0 switches a channel off")
+            weight_map[name] = weight
+    if fusion not in FUSIONS:
+        raise UsageError(f"unknown fusion {fusion!r}", hint="fusions: " + ", ".join(FUSIONS))
+    unknown_stages = sorted(set(disable or ()) - set(SWITCHABLE))
+    if unknown_stages:
+        raise UsageError(f"unknown stage {unknown_stages[0]!r} for --disable", hint="stages: " + ", ".join(SWITCHABLE))
+    since_at = parse_when(since, now).timestamp() if since else None
+    until_at = parse_when(until, now).timestamp() if until else None
+    if since_at is not None and until_at is not None and since_at >= until_at:
+        raise UsageError(f"--since {since} is not before --until {until}", hint="nothing can match an empty time range")
+    return SearchOptions(
+        limit=limit,
+        types=frozenset(normalise_kind(k) for k in kinds) if kinds else None,
+        project_filter=project,
+        tags=tuple(tags or ()),
+        since=since_at,
+        until=until_at,
+        include_all=include_all,
+        intents=tuple(i.strip() for i in intent.split(",") if i.strip()) if intent else (),
+        current_project=current_project,
+        graph_depth=graph_depth,
+        channels=chosen,
+        weights=weight_map,
+        diversity=diversity,
+        adaptive=adaptive,
+        fusion=fusion,
+        disabled_stages=frozenset(disable or ()),
+        now=time.time(),
+    )
+
+
+REFRESH_POLICIES = ("refresh", "warn", "ignore")
+FUSIONS = ("score", "rrf")
+
+
+def refresh_policy() -> str:
+    """``LORE_INDEX_REFRESH``: what a search does with a stale index (refresh it, warn, or ignore)."""
+    policy = os.environ.get("LORE_INDEX_REFRESH", "refresh").strip().lower() or "refresh"
+    if policy not in REFRESH_POLICIES:
+        raise UsageError(f"LORE_INDEX_REFRESH={policy!r} is not a policy", hint="use " + ", ".join(REFRESH_POLICIES))
+    return policy

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 import typer
@@ -11,8 +11,7 @@ import typer
 from lore.cli.app import app, state
 from lore.errors import NotFoundError
 from lore.render.records import KIND_LABEL, handoff_text, list_line, record_json, show_text
-from lore.store.layout import GRAPH
-from lore.store.records import RELATIONS, normalise_kind
+from lore.store.records import normalise_kind
 
 if TYPE_CHECKING:
     from lore.store.store import Snapshot
@@ -51,12 +50,7 @@ def show(
         ]  # fmt: skip
         typer.echo(orjson.dumps(payload).decode())
         return
-    links = []
-    for edge in snapshot.edges:
-        if edge.source == record.id:
-            links.append(("out", edge.relation, edge.target, snapshot.records.get(edge.target)))
-        elif edge.target == record.id:
-            links.append(("in", edge.relation, edge.source, snapshot.records.get(edge.source)))
+    links = [(link.direction, link.relation, link.other_id, link.other) for link in snapshot.links(record.id)]
     typer.echo(show_text(record, _now(), links), nl=False)
 
 
@@ -141,25 +135,12 @@ def stats(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Count records by type, status and project."""
+    from lore.store.health import summary
+
     store = state(ctx).store()
     store.require()
     snapshot = store.load()
-    by_kind: dict[str, int] = {}
-    by_status: dict[str, int] = {}
-    by_project: dict[str, int] = {}
-    for record in snapshot.records.values():
-        by_kind[record.kind] = by_kind.get(record.kind, 0) + 1
-        by_status[record.status] = by_status.get(record.status, 0) + 1
-        by_project[record.project or "-"] = by_project.get(record.project or "-", 0) + 1
-    payload: dict[str, Any] = {
-        "data_dir": str(store.data_dir),
-        "records": len(snapshot.records),
-        "by_type": {k: by_kind[k] for k in KIND_LABEL if k in by_kind},
-        "by_status": dict(sorted(by_status.items())),
-        "by_project": dict(sorted(by_project.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "edges": len(snapshot.edges),
-        "warnings": len(snapshot.warnings),
-    }
+    payload = summary(store, snapshot)
     if as_json:
         typer.echo(orjson.dumps(payload).decode())
         return
@@ -179,48 +160,20 @@ def doctor(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Check the data dir: malformed lines, duplicate ids, dangling edges, unknown relations, audit chain."""
-    from lore.store import audit
+    from lore.store.health import diagnose
 
     store = state(ctx).store()
     store.require()
-    snapshot = store.load()
-    problems: list[dict[str, object]] = []
-
-    def problem(kind: str, where: str, message: str) -> None:
-        problems.append({"kind": kind, "where": where, "message": message})
-
-    for warning in snapshot.warnings:
-        where = f"{warning.path}" + (f":{warning.line}" if warning.line else "")
-        message = (f"field '{warning.field}': " if warning.field else "") + warning.message
-        problem("malformed", where, message)
-    for record_id, places in snapshot.duplicate_ids.items():
-        for path, line in places[:-1]:
-            problem("duplicate-id", f"{path}:{line}", f"{record_id} also appears later; the last version wins")
-    graph_path = store.path(GRAPH)
-    for edge in snapshot.edges:
-        where = f"{graph_path}:{edge.line}" if edge.line else str(graph_path)
-        for end in (edge.source, edge.target):
-            if end not in snapshot.records:
-                problem("dangling-edge", where, f"{edge.source} -{edge.relation}-> {edge.target}: {end} does not exist")
-        if edge.relation not in RELATIONS:
-            problem("unknown-relation", where, f"relation {edge.relation!r} is not one of {', '.join(RELATIONS)}")
-    for record in snapshot.records.values():
-        target = record.raw.get("superseded_by")
-        if isinstance(target, str) and target and target not in snapshot.records:
-            problem("dangling-reference", f"{record.source}:{record.line}", f"{record.id} is superseded by missing {target}")
-    checked, broken = audit.verify(store.data_dir)
-    if broken is not None:
-        where = f"{store.data_dir / audit.AUDIT_PATH}:{broken.line}"
-        problem("audit-chain", where, f"seq {broken.seq}: {broken.message}" if broken.seq else broken.message)
+    found = diagnose(store, store.load())
     if as_json:
-        typer.echo(orjson.dumps({"ok": not problems, "records": len(snapshot.records), "audit_entries": checked,
-                                 "problems": problems}).decode())  # fmt: skip
+        typer.echo(orjson.dumps({"ok": found.ok, "records": found.records, "audit_entries": found.audit_entries,
+                                 "problems": [p.as_dict() for p in found.problems]}).decode())  # fmt: skip
     else:
-        for p in problems:
-            typer.echo(f"{p['where']}: {p['kind']}: {p['message']}")
-        if problems:
-            typer.echo(f"{len(problems)} problem(s) in {store.data_dir}")
+        for p in found.problems:
+            typer.echo(f"{p.where}: {p.kind}: {p.message}")
+        if found.problems:
+            typer.echo(f"{len(found.problems)} problem(s) in {store.data_dir}")
         else:
-            typer.echo(f"No problems found in {store.data_dir} ({len(snapshot.records)} records, {checked} audit entries)")
-    if problems:
+            typer.echo(f"No problems found in {store.data_dir} ({found.records} records, {found.audit_entries} audit entries)")
+    if found.problems:
         raise typer.Exit(1)

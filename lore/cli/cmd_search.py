@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import time
-
 import orjson
 import typer
 
@@ -17,74 +14,12 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
                   since: str | None, until: str | None, include_all: bool, intent: str | None, graph_depth: int,
                   channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
                   adaptive: bool = False, fusion: str = "score") -> object:  # fmt: skip
-    from datetime import UTC, datetime
+    from lore.search import search_options
 
-    from lore.rank.pipeline import CHANNELS, SearchOptions
-    from lore.rank.stages import SWITCHABLE
-    from lore.store.records import normalise_kind
-    from lore.timeparse import parse_when
-
-    now = datetime.now(UTC)
-    chosen = tuple(c.strip() for c in channels.split(",")) if channels else CHANNELS
-    unknown = [c for c in chosen if c not in CHANNELS]
-    if unknown:
-        raise UsageError(f"unknown channel {unknown[0]!r}", hint="channels: " + ", ".join(CHANNELS))
-    weight_map = None
-    if weights:
-        from lore.rank.fusion import DEFAULT_WEIGHTS
-
-        weight_map = dict(DEFAULT_WEIGHTS)
-        for part in weights.split(","):
-            name, _, value = (p.strip() for p in part.partition("="))
-            if name not in CHANNELS:
-                raise UsageError(f"unknown channel {name!r} in --weights", hint="channels: " + ", ".join(CHANNELS))
-            try:
-                weight = float(value)
-            except ValueError as exc:
-                raise UsageError(f"cannot read weight {part!r}", hint="use --weights vector=1,hyde=0.8,bm25=0.6") from exc
-            if not weight >= 0 or weight == float("inf"):
-                raise UsageError(f"weight {part!r} must be a finite number >= 0", hint="0 switches a channel off")
-            weight_map[name] = weight
-    if fusion not in FUSIONS:
-        raise UsageError(f"unknown fusion {fusion!r}", hint="fusions: " + ", ".join(FUSIONS))
-    unknown_stages = sorted(set(disable or ()) - set(SWITCHABLE))
-    if unknown_stages:
-        raise UsageError(f"unknown stage {unknown_stages[0]!r} for --disable", hint="stages: " + ", ".join(SWITCHABLE))
-    since_at = parse_when(since, now).timestamp() if since else None
-    until_at = parse_when(until, now).timestamp() if until else None
-    if since_at is not None and until_at is not None and since_at >= until_at:
-        raise UsageError(f"--since {since} is not before --until {until}", hint="nothing can match an empty time range")
-    return SearchOptions(
-        limit=limit,
-        types=frozenset(normalise_kind(k) for k in kinds) if kinds else None,
-        project_filter=project,
-        tags=tuple(tags or ()),
-        since=since_at,
-        until=until_at,
-        include_all=include_all,
-        intents=tuple(i.strip() for i in intent.split(",") if i.strip()) if intent else (),
-        current_project=state(ctx).current_project(),
-        graph_depth=graph_depth,
-        channels=chosen,
-        weights=weight_map,
-        diversity=diversity,
-        adaptive=adaptive,
-        fusion=fusion,
-        disabled_stages=frozenset(disable or ()),
-        now=time.time(),
-    )
-
-
-REFRESH_POLICIES = ("refresh", "warn", "ignore")
-FUSIONS = ("score", "rrf")
-
-
-def refresh_policy() -> str:
-    """``LORE_INDEX_REFRESH``: what a search does with a stale index (refresh it, warn, or ignore)."""
-    policy = os.environ.get("LORE_INDEX_REFRESH", "refresh").strip().lower() or "refresh"
-    if policy not in REFRESH_POLICIES:
-        raise UsageError(f"LORE_INDEX_REFRESH={policy!r} is not a policy", hint="use " + ", ".join(REFRESH_POLICIES))
-    return policy
+    return search_options(limit=limit, kinds=kinds, project=project, tags=tags, since=since, until=until,
+                          include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
+                          diversity=diversity, disable=disable, weights=weights, adaptive=adaptive, fusion=fusion,
+                          current_project=state(ctx).current_project())  # fmt: skip
 
 
 @app.command()
@@ -112,6 +47,7 @@ def search(
     """Search decisions, patterns, lessons, handoffs, failures and observations."""
     from lore.cli.cmd_index import terminal_progress
     from lore.search import SearchSession
+    from lore.search import refresh_policy as search_refresh_policy
     from lore.search import search as run_search
 
     if not query.strip():
@@ -125,7 +61,7 @@ def search(
     progress, stop = terminal_progress()
     try:
         response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                      policy=refresh_policy(), progress=progress)  # fmt: skip
+                                      policy=search_refresh_policy(), progress=progress)  # fmt: skip
     finally:
         stop()
     if as_json:
@@ -154,6 +90,7 @@ def context(
     from lore.context import FORMATS, assemble, block_json
     from lore.context import synthesize as run_synthesis
     from lore.search import SearchSession
+    from lore.search import refresh_policy as search_refresh_policy
     from lore.search import search as run_search
 
     if fmt not in FORMATS:
@@ -164,7 +101,7 @@ def context(
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None)  # fmt: skip
     response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                  policy=refresh_policy())  # fmt: skip
+                                  policy=search_refresh_policy())  # fmt: skip
     block = assemble(response, reader, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
     if synthesize:
         block = run_synthesis(block)

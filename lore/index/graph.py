@@ -17,6 +17,7 @@ import orjson
 
 if TYPE_CHECKING:
     from lore.store.records import Record
+    from lore.store.store import Edge
 
 
 
@@ -27,6 +28,11 @@ class GraphEdge:
     relation: str
     weight: float = 1.0
     implicit: bool = False
+
+
+def explicit_edges(edges: Iterable[Edge]) -> list[GraphEdge]:
+    """graph.json's edges (as the store reads them) in the graph's own shape."""
+    return [GraphEdge(e.source, e.target, e.relation, e.weight) for e in edges]
 
 
 def implicit_edges(records: Iterable[Record]) -> list[GraphEdge]:
@@ -134,3 +140,56 @@ class Adjacency:
                     found[other] = (hops + 1, [*path, (edge, direction)])
                     queue.append(other)
         return found
+
+
+@dataclass
+class Neighbourhood:
+    """A record, the records within some hops of it, and every edge among them."""
+
+    centre: str
+    hops: dict[str, int]  # record id -> hops from the centre (0 for the centre), in breadth-first order
+    parent: dict[str, tuple[str, str]]  # record id -> (the record it was reached from, "out" | "in")
+    edges: list[GraphEdge]
+    left_out: int = 0  # records within reach that did not fit under the limit
+
+
+def neighbourhood(adjacency: Adjacency, centre: str, depth: int, *, limit: int = 40) -> Neighbourhood:
+    """The records within ``depth`` hops of ``centre`` (the closest first, at most ``limit``).
+
+    A supersession chain is followed to its ends whatever ``depth`` says: where a
+    decision came from and what replaced it are part of reading it.
+    """
+    found = adjacency.bfs([centre], depth)
+    chain = _supersession_chain(adjacency, centre)
+    for record_id, step in chain.items():
+        if record_id not in found or found[record_id][0] > step[0]:
+            found[record_id] = step
+    ordered = sorted(found, key=lambda rid: (found[rid][0], rid not in chain))
+    kept = [rid for rid in ordered if rid == centre or rid in chain] + [rid for rid in ordered if rid != centre and rid not in chain]
+    kept = kept[: max(1, limit)]
+    members = set(kept)
+    hops = {rid: found[rid][0] for rid in sorted(kept, key=lambda rid: found[rid][0])}
+    parent: dict[str, tuple[str, str]] = {}
+    for record_id in hops:
+        path = found[record_id][1]
+        if path:
+            edge, direction = path[-1]
+            came_from = edge.source if direction == "out" else edge.target
+            if came_from in members:
+                parent[record_id] = (came_from, direction)
+    edges = [e for rid in hops for e in adjacency.out.get(rid, []) if e.target in members]
+    return Neighbourhood(centre, hops, parent, edges, left_out=len(found) - len(kept))
+
+
+def _supersession_chain(adjacency: Adjacency, centre: str) -> dict[str, tuple[int, list[tuple[GraphEdge, str]]]]:
+    """Every record reachable from ``centre`` over ``supersedes`` edges, in both directions."""
+    found: dict[str, tuple[int, list[tuple[GraphEdge, str]]]] = {centre: (0, [])}
+    queue: deque[str] = deque([centre])
+    while queue:
+        node = queue.popleft()
+        hops, path = found[node]
+        for edge, other, direction in adjacency.neighbours(node):
+            if edge.relation == "supersedes" and other not in found:
+                found[other] = (hops + 1, [*path, (edge, direction)])
+                queue.append(other)
+    return found

@@ -499,7 +499,7 @@ class IndexManager:
 
     @staticmethod
     def _explicit_edges(snapshot: Any) -> list[graph_index.GraphEdge]:
-        return [graph_index.GraphEdge(e.source, e.target, e.relation, e.weight) for e in snapshot.edges]
+        return graph_index.explicit_edges(snapshot.edges)
 
     def _meta(self, directory: Path, counts: dict[str, int], names: dict[str, str], revision: int,
               identity: str | None, embeddings: bool, *, built: bool, previous: dict[str, Any] | None = None,

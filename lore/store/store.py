@@ -69,6 +69,17 @@ class Edge:
     line: int | None = None  # line in graph.json, for located reports
 
 
+@dataclass(frozen=True)
+class Link:
+    """An edge seen from one of its records: ``direction`` is "out" when that record is the source."""
+
+    direction: str
+    relation: str
+    other_id: str
+    other: Record | None  # None: the edge names a record that does not exist
+    edge: Edge
+
+
 def resolve_id(ids: Iterable[str], wanted: str, *, hint: str = "list ids with `lore list`") -> str:
     """An exact id, or a unique prefix of 6+ characters; a clear error otherwise."""
     known = ids if isinstance(ids, (set, dict)) else set(ids)
@@ -102,6 +113,16 @@ class Snapshot:
 
     def of_kind(self, *kinds: str) -> list[Record]:
         return [r for r in self.records.values() if r.kind in kinds]
+
+    def links(self, record_id: str) -> list[Link]:
+        """The graph.json edges touching a record, in file order, each seen from that record."""
+        found = []
+        for edge in self.edges:
+            if edge.source == record_id:
+                found.append(Link("out", edge.relation, edge.target, self.records.get(edge.target), edge))
+            elif edge.target == record_id:
+                found.append(Link("in", edge.relation, edge.source, self.records.get(edge.source), edge))
+        return found
 
 
 class Store:
