@@ -89,6 +89,8 @@ def document(urls: Urls, title: str, body: Child, *, active: str = "", data_dir:
             tag("meta", name="viewport", content="width=device-width, initial-scale=1"),
             tag("meta", name="color-scheme", content="light dark"),
             tag("title", f"{title} · lore"),
+            # An empty icon: without one the browser asks for /favicon.ico, without the token.
+            tag("link", rel="icon", href="data:,"),
             tag("link", rel="stylesheet", href=urls.static("lore.css")),
             tag("script", src=urls.static("lore.js"), defer=True)),
         tag("body", header, tag("main", body), footer),
@@ -358,6 +360,9 @@ def _value(value: Any, urls: Urls, known: dict[str, Record]) -> Child:
     if isinstance(value, list):
         if not value:
             return tag("span", "none", class_="muted")
+        if all(isinstance(v, str) and len(v) <= 32 and "\n" not in v for v in value):
+            # Tags, entities, ids: short words read better side by side than as a bullet list.
+            return tag("span", [tag("span", _value(v, urls, known), class_="word") for v in value], class_="words")
         return tag("ul", [tag("li", _value(v, urls, known)) for v in value], class_="values")
     if isinstance(value, dict):
         return tag("dl", [[tag("dt", k.replace("_", " ")), tag("dd", _value(v, urls, known))] for k, v in value.items()],

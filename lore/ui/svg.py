@@ -266,7 +266,7 @@ def _node(record_id: str, record: Record | None, spot: Placed, href: str, *, cen
         marks.append("⚠")
     badge_text = " ".join(marks)
     # The id is cut to what fits beside the type and the badge (monospace: ~6.3 px a character).
-    room = int((NODE_W - 28 - 7.0 * len(badge_text)) / 6.3) - len(KIND_LABEL.get(kind, kind)) - 3
+    room = int((NODE_W - 30 - 7.4 * len(badge_text)) / 6.3) - len(KIND_LABEL.get(kind, kind)) - 3
     shown_id = record_id if len(record_id) <= room else record_id[: max(4, room - 1)] + "…"
     head = f"{KIND_LABEL.get(kind, kind)} · {shown_id}"
     lines = _title_lines(record, record_id)
