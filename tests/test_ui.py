@@ -359,3 +359,32 @@ def test_a_port_in_use_is_a_clear_error(initialised: Path, cli) -> None:
 def test_a_missing_data_dir_is_an_error_before_serving(tmp_path: Path, cli) -> None:
     result = cli("--data-dir", str(tmp_path / "nope"), "ui")
     assert result.exit_code == 1 and "does not exist" in result.stderr
+
+
+def test_open_hands_the_url_to_the_browser(initialised: Path, tmp_path: Path) -> None:
+    """--open: the default browser ($BROWSER here, a script that writes down what it was given) gets the URL."""
+    import os
+    import signal
+    import time
+
+    given = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.py"
+    browser.write_text(f"import sys; open({str(given)!r}, 'w').write(sys.argv[1])\n")
+    env = {**os.environ, "BROWSER": f"{sys.executable} {browser} %s"}
+    process = subprocess.Popen([sys.executable, "-m", "lore", "--data-dir", str(initialised), "--index-dir",
+                                str(tmp_path / "index"), "ui", "--open"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)  # fmt: skip
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        deadline = time.monotonic() + 60
+        while not (given.exists() and given.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert given.read_text() == url
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
