@@ -388,3 +388,23 @@ def test_open_hands_the_url_to_the_browser(initialised: Path, tmp_path: Path) ->
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_a_large_timeline_draws_a_dot_per_month_not_per_record() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from lore.store.records import Record
+    from lore.ui.svg import DOTS_LIMIT, timeline_svg
+
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    records = [Record("decision", f"dec-{n:08x}", {"decision": f"choice {n}", "project": "big",
+                                                   "timestamp": (start + timedelta(hours=2 * n)).strftime("%Y-%m-%dT%H:%M:%SZ")})
+               for n in range(DOTS_LIMIT + 500)]  # fmt: skip
+    svg = timeline_svg(records, ["big"], lambda rid: f"/record/{rid}", lambda lane: "/timeline",
+                       lambda lane, kind: f"/timeline?project={lane}&type={kind}")  # fmt: skip
+    counts = [int(c) for c in re.findall(r'data-count="(\d+)"', svg)]
+    assert sum(counts) == DOTS_LIMIT + 500 and len(counts) == 10  # 3,500 two-hourly records: January to October
+    assert "data-id=" not in svg and len(svg) < 20_000
+    few = timeline_svg(records[:20], ["big"], lambda rid: f"/record/{rid}", lambda lane: "/timeline",
+                       lambda lane, kind: "/timeline")  # fmt: skip
+    assert len(re.findall(r'data-id="dec-', few)) == 20

@@ -594,7 +594,8 @@ def timeline_page(memory: Memory, urls: Urls, params: dict[str, str]) -> str:
     if len(newest_first) > TIMELINE_LIST_LIMIT:
         more = tag("p", f"The list shows the newest {TIMELINE_LIST_LIMIT} of {len(newest_first)}; narrow it by project or type.",
                    class_="muted")  # fmt: skip
-    picture = timeline_svg(chosen, lanes, urls.record, lambda lane: urls.timeline(project=lane, type=kind))
+    picture = timeline_svg(chosen, lanes, urls.record, lambda lane: urls.timeline(project=lane, type=kind),
+                           lambda lane, of_kind: urls.timeline(project=lane, type=of_kind))  # fmt: skip
     body = [
         tag("h1", "Timeline"),
         tag("div", project_filters, class_="pills"),

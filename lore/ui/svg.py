@@ -296,6 +296,7 @@ TIMELINE_KINDS = ("decision", "pattern", "lesson", "anti_pattern", "handoff", "f
 LANE_ROW = 9
 LABEL_W = 128
 PLOT_W = 860
+DOTS_LIMIT = 3000
 
 
 def _month_index(moment: datetime) -> int:
@@ -303,8 +304,9 @@ def _month_index(moment: datetime) -> int:
 
 
 def timeline_svg(records: list[Record], lanes: list[str], href: Callable[[str], str],
-                 lane_href: Callable[[str], str]) -> Markup:  # fmt: skip
-    """One lane per project, one row per type inside it; a dot per record, placed by its time."""
+                 lane_href: Callable[[str], str], bucket_href: Callable[[str, str], str]) -> Markup:  # fmt: skip
+    """One lane per project, one row per type inside it; a dot per record, placed by its time
+    (past ``DOTS_LIMIT`` records, a dot per month, sized by its count)."""
     dated = [r for r in records if r.timestamp is not None]
     if not dated:
         return Markup("")
@@ -342,20 +344,40 @@ def timeline_svg(records: list[Record], lanes: list[str], href: Callable[[str], 
                               href=lane_href(lane)))  # fmt: skip
     dots = []
     lane_of = {lane: n for n, lane in enumerate(lanes)}
-    for record in sorted(dated, key=lambda r: (r.timestamp or first, r.id)):
-        lane = record.project or "-"
-        if lane not in lane_of or record.kind not in TIMELINE_KINDS:
-            continue
-        moment = record.timestamp
-        assert moment is not None
-        top = axis_h + lane_of[lane] * lane_h + 8
-        y = top + TIMELINE_KINDS.index(record.kind) * LANE_ROW + LANE_ROW / 2
-        dots.append(tag(
-            "a",
-            tag("circle", cx=f"{x_of(moment.timestamp()):.1f}", cy=f"{y:.1f}", r="3.6"),
-            tag("title", f"{moment:%Y-%m-%d} {KIND_LABEL[record.kind]} {record.id}: {one_line(record.title)}"),
-            href=href(record.id), class_=f"dot k-{record.kind} s-{record.status}", data_id=record.id,
-        ))  # fmt: skip
+    shown = [r for r in dated if (r.project or "-") in lane_of and r.kind in TIMELINE_KINDS]
+
+    def row_y(lane: str, kind: str) -> float:
+        return axis_h + lane_of[lane] * lane_h + 8 + TIMELINE_KINDS.index(kind) * LANE_ROW + LANE_ROW / 2
+
+    if len(shown) <= DOTS_LIMIT:
+        for record in sorted(shown, key=lambda r: (r.timestamp or first, r.id)):
+            moment = record.timestamp
+            assert moment is not None
+            dots.append(tag(
+                "a",
+                tag("circle", cx=f"{x_of(moment.timestamp()):.1f}", cy=f"{row_y(record.project or '-', record.kind):.1f}",
+                    r="3.6"),
+                tag("title", f"{moment:%Y-%m-%d} {KIND_LABEL[record.kind]} {record.id}: {one_line(record.title)}"),
+                href=href(record.id), class_=f"dot k-{record.kind} s-{record.status}", data_id=record.id,
+            ))  # fmt: skip
+    else:
+        # Too many for a dot each (the page would weigh megabytes): one dot per lane, type and
+        # month, its area growing with the count, linking to that lane and type.
+        buckets: dict[tuple[str, str, int], int] = {}
+        for record in shown:
+            assert record.timestamp is not None
+            key = (record.project or "-", record.kind, _month_index(record.timestamp))
+            buckets[key] = buckets.get(key, 0) + 1
+        for (lane, kind, month), count in sorted(buckets.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
+            middle = datetime(month // 12, month % 12 + 1, 15, tzinfo=UTC).timestamp()
+            first_day = datetime(month // 12, month % 12 + 1, 1, tzinfo=UTC)
+            dots.append(tag(
+                "a",
+                tag("circle", cx=f"{x_of(middle):.1f}", cy=f"{row_y(lane, kind):.1f}",
+                    r=f"{min(LANE_ROW * 0.9, 2.2 + 0.9 * count ** 0.5):.1f}"),
+                tag("title", f"{first_day:%B %Y} {lane}: {count} {KIND_LABEL[kind]} record(s)"),
+                href=bucket_href(lane, kind), class_=f"dot bucket k-{kind}", data_count=str(count),
+            ))  # fmt: skip
     return tag(
         "svg", tag("title", "Records over time, by project and type"), tag("g", lane_marks), tag("g", ticks), tag("g", dots),
         class_="timeline", role="img", width=str(width), height=str(height),
