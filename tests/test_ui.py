@@ -221,7 +221,9 @@ def test_search_returns_the_ids_and_order_of_lore_search_json(ui: Ui, cli, query
         item = item[: item.index("</li>")]
         assert f"score {hit['score']:.3f}" in item or (hit["score"] < 0.0005 and "score &lt;0.001" in item)
         for channel, rank in hit["components"]["ranks"].items():
-            assert f"<th>{channel}</th><td>#{rank}</td>" in item, (channel, rank)
+            shown = re.search(rf"<th>{channel}</th><td>#{rank}</td><td>[^<]*</td><td>\+([0-9.]+)</td>", item)
+            assert shown, (channel, rank)
+            assert abs(float(shown.group(1)) - hit["components"]["contributions"].get(channel, 0.0)) < 1e-4
         for factor, value in hit["components"]["factors"].items():
             assert f"<th>{factor}</th><td>× {value:.3f}</td>" in item
 

@@ -266,7 +266,7 @@ def search_results(response: SearchResponse, reader: Any, urls: Urls) -> Markup:
         tag("dl",
             tag("dt", "intent"), tag("dd", f"{response.intent.intent} (similarity {response.intent.similarity:.2f}"
                                            f"{', fallback' if response.intent.fallback else ''})"),
-            tag("dt", "channel weights"), tag("dd", weights),
+            tag("dt", "fusion"), tag("dd", f"{response.fusion} fusion, channel weights {weights}"),
             tag("dt", "evidence gap"), tag("dd", f"{'yes' if response.gap.gap else 'no'} · z {gap.get('z_score')} · "
                                                  f"top cosine {gap.get('top_cosine')} · coverage {gap.get('term_coverage')} · "
                                                  f"channels agreeing {gap.get('channels_agreeing')} ({gap.get('reason')})"),
@@ -293,7 +293,7 @@ def _hit(number: int, hit: Candidate, reader: Any, weights: dict[str, float], ur
             channel_cells.append(tag("tr",
                 tag("th", channel), tag("td", f"#{hit.ranks[channel]}"),
                 tag("td", "" if score is None else f"{score:.3f}"),
-                tag("td", f"+{parts['rrf'].get(channel, 0.0):.4f}")))  # fmt: skip
+                tag("td", f"+{parts['contributions'].get(channel, 0.0):.4f}")))  # fmt: skip
         else:
             channel_cells.append(tag("tr", tag("th", channel), tag("td", "–", colspan="3", class_="muted")))
     factors = [tag("tr", tag("th", name), tag("td", f"× {value:.3f}")) for name, value in hit.factors.items()]
@@ -304,7 +304,7 @@ def _hit(number: int, hit: Candidate, reader: Any, weights: dict[str, float], ur
             tag("span", f"score {_score(hit.score)}", class_="score")),
         tag("div",
             tag("table", tag("thead", tag("tr", tag("th", "channel"), tag("th", "rank"), tag("th", "score"),
-                                                tag("th", "RRF"))),
+                                                tag("th", "share"))),
                 tag("tbody", channel_cells), class_="explain"),
             tag("table", tag("tbody",
                 tag("tr", tag("th", "relevance"), tag("td", f"{hit.relevance:.3f} (fused {hit.fused:.4f})")),
