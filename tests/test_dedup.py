@@ -460,21 +460,20 @@ def _dev_pair_verdict(a: dict, b: dict, kind: str) -> tuple[Match | None, list[M
     return find_duplicate([target, *background], kind, b, get_embedder(str(BUNDLED_MODEL_DIR)).encode)
 
 
-def test_semantic_duplicates_below_the_old_cosine_bar_are_caught() -> None:
-    # Pairs of the dev half that the 0.80 cosine bar let through (cosine 0.60 and 0.58).
+def test_a_number_spelled_out_does_not_veto_a_duplicate() -> None:
+    # The guard read "four hundred" as 4 and 100, and vetoed this as "number 4 vs 400".
     match, _ = _dev_pair_verdict(
-        {"decision": "Move background jobs off cron to a managed scheduler",
-         "rationale": "Jobs silently stopped when the VM was rebuilt"},
-        {"decision": "Stop relying on crontab entries on the VM; periodic tasks run under Cloud Scheduler"},
-        "decision",
-    )  # fmt: skip
-    assert match is not None and match.record.id == "target" and match.layer == "semantic", match
-    match, _ = _dev_pair_verdict(
-        {"decision": "Mobile releases ship on a two-week train regardless of feature readiness"},
-        {"decision": "Whether or not features are ready, the mobile app goes out every two weeks on a fixed train"},
+        {"decision": "Keep pull requests under 400 changed lines", "rationale": "Large PRs got rubber-stamped"},
+        {"decision": "Keep pull requests under four hundred changed lines", "rationale": "Large PRs got rubber-stamped"},
         "decision",
     )  # fmt: skip
     assert match is not None and match.record.id == "target", match
+    match, _ = _dev_pair_verdict(
+        {"decision": "Keep pull requests under 400 changed lines", "rationale": "Large PRs got rubber-stamped"},
+        {"decision": "Keep pull requests under four thousand changed lines", "rationale": "Large PRs got rubber-stamped"},
+        "decision",
+    )  # fmt: skip
+    assert match is None
 
 
 def test_opposite_advice_is_reported_not_refused() -> None:
@@ -546,8 +545,17 @@ def test_dedup_thresholds_hold_the_precision_bar_on_the_dev_half_they_were_chose
     from lore.bench.duplicates import PRECISION_BAR, figures, load_pairs, lore_verdicts
     from lore.index.embedder import get_embedder
 
-    assert (dedup.LEXICAL_BM25, dedup.LEXICAL_JACCARD, dedup.SEMANTIC_COSINE, dedup.CORE_COSINE) == (0.60, 0.80, 0.55, 0.55)
+    assert (dedup.LEXICAL_BM25, dedup.LEXICAL_JACCARD, dedup.SEMANTIC_COSINE, dedup.CORE_COSINE) == (0.60, 0.80, 0.80, 0.60)
     assert dedup.CORE_COSINE <= dedup.SEMANTIC_COSINE
     dev = [pair for pair in load_pairs() if pair["split"] == "dev"]
     result = figures(dev, lore_verdicts(dev, get_embedder().encode))
     assert result["precision"] >= PRECISION_BAR and result["specifics_called_duplicate"] == 0.0, result
+
+
+def test_contradiction_figures_count_reports_and_false_notices() -> None:
+    from lore.bench.duplicates import contradiction_figures
+
+    pairs = [{"label": "contradiction"}, {"label": "contradiction"}, {"label": "duplicate"}, {"label": "distinct"}]
+    # (called a duplicate, the stored record reported as contradicted, another record reported)
+    checks = [(False, True, False), (False, False, True), (True, False, False), (False, True, False)]
+    assert contradiction_figures(pairs, checks) == {"contradictions": 2, "reported": 1, "false_notices": 2}

@@ -410,7 +410,8 @@ def differs_in_specifics(a: str, b: str) -> str | None:
 
 
 def _content_sequence(text: str) -> list[str]:
-    return [stem(w) for w in _WORD.findall(_expand_contractions(text)) if w not in STOPWORDS]
+    # Number words as digits: "four hundred" and "400" are the same slot filler, not a swap.
+    return [stem(w) for w in _WORD.findall(_expand_contractions(_word_numbers(text))) if w not in STOPWORDS]
 
 
 def substituted_slot(a: str, b: str, *, max_slot: int = 2) -> str | None:
