@@ -162,6 +162,34 @@ def test_no_difference_in_specifics(a: str, b: str) -> None:
     assert differs_in_specifics(a, b) is None
 
 
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # Reworded duplicates of the dev half of lore/bench/data/duplicate_pairs.jsonl that the
+        # number guard used to veto: a compound number word, a hyphenated unit, a "k" multiplier.
+        ("Keep pull requests under 400 lines of diff",
+         "Split work so a reviewer never faces more than roughly four hundred changed lines"),  # p022
+        ("Mobile releases ship on a two-week train regardless of feature readiness",
+         "Whether or not features are ready, the mobile app goes out every two weeks on a fixed train"),  # p075
+        ("Render only the rows in the viewport. Rendering 10k rows froze the page",
+         "Only the visible rows are rendered. The page locked up rendering ten thousand rows"),  # p082
+        # Two numbers of different kinds are not one replacing the other (p010).
+        ("Rotate database credentials every 90 days",
+         "Postgres passwords are cycled quarterly\nCompliance audit finding from SOC 2"),
+    ],
+)  # fmt: skip
+def test_numbers_written_differently_are_the_same(a: str, b: str) -> None:
+    assert differs_in_specifics(a, b) is None
+
+
+def test_number_words_are_read_as_numbers() -> None:
+    assert extract_specifics("roughly four hundred changed lines").numbers == {"400"}
+    assert extract_specifics("ten thousand rows").numbers == extract_specifics("10k rows").numbers == {"10000"}
+    assert extract_specifics("a two-week train").numbers == extract_specifics("every two weeks").numbers == {"2w"}
+    # A number of the same kind replaced is still a difference, whatever the unit's spelling.
+    assert differs_in_specifics("Ship on a two-week train", "Ship on a three-week train") == "number 2w vs 3w"
+
+
 def test_extract_specifics() -> None:
     found = extract_specifics(
         "Run `pytest -x --maxfail=2` on tests/unit/test_api.py; call os.path.join() in v2.1.0, 30s"
@@ -199,6 +227,38 @@ def test_substituted_slot() -> None:
 def test_opposite_advice(a: str, b: str) -> None:
     assert opposite_advice(a, b)
     assert opposite_advice(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # Contradictions of the dev half of lore/bench/data/duplicate_pairs.jsonl whose clauses do
+        # not line up one to one; each was called a duplicate once the cosine bar was lowered.
+        ("Wrap errors with fmt.Errorf(\"doing x: %w\", err) at every layer",
+         "Return errors unchanged up the stack; do not wrap them at each layer"),  # p162
+        ("Engineers may use kubectl directly against production for fixes",
+         "No human kubectl write access to production; every change goes through GitOps"),  # p147
+        ("Add user_id as a Prometheus label on request metrics so dashboards can slice by user",
+         "Never put user ids in metric labels; use logs or traces for per-user detail"),  # p170
+    ],
+)  # fmt: skip
+def test_opposite_advice_by_words_said_yes_and_no_to(a: str, b: str) -> None:
+    assert opposite_advice(a, b)
+    assert opposite_advice(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        # Duplicates of the dev half in which one word changes polarity: one flipped word is not a reversal.
+        ("Set CPU requests but no CPU limits on Kubernetes pods",
+         "Kubernetes pods get CPU requests and no CPU limits"),  # p074
+        ("Move background jobs off cron to a managed scheduler",
+         "Stop relying on crontab entries on the VM; periodic tasks run under Cloud Scheduler"),  # p018
+    ],
+)  # fmt: skip
+def test_one_flipped_word_is_not_opposite_advice(a: str, b: str) -> None:
+    assert not opposite_advice(a, b)
 
 
 @pytest.mark.parametrize(
@@ -385,6 +445,48 @@ def test_contradiction_writes_with_a_notice(store: Store) -> None:
     assert f"lore supersede {first.record.id} {{new_id}}" in notice
 
 
+def test_identifier_with_a_digit_changed_is_written(store: Store) -> None:
+    # Issue 14: "concurrent decision w0 n10" was refused as a 100% duplicate of "... w0 n1".
+    capture.remember(store, "concurrent decision w0 n1", project="x", options=OPTIONS)
+    result = capture.remember(store, "concurrent decision w0 n10", project="x", options=OPTIONS)
+    assert result.created and len(_records(store, "decision")) == 2
+
+
+def _dev_pair_verdict(a: dict, b: dict, kind: str) -> tuple[Match | None, list[Match]]:
+    target = Record(kind=kind, id="target", raw=a)
+    background = [Record(kind=kind, id=f"bg-{i}", raw=raw) for i, raw in enumerate(BACKGROUND[kind])]
+    from lore.index.embedder import get_embedder
+
+    return find_duplicate([target, *background], kind, b, get_embedder(str(BUNDLED_MODEL_DIR)).encode)
+
+
+def test_a_number_spelled_out_does_not_veto_a_duplicate() -> None:
+    # The guard read "four hundred" as 4 and 100, and vetoed this as "number 4 vs 400".
+    match, _ = _dev_pair_verdict(
+        {"decision": "Keep pull requests under 400 changed lines", "rationale": "Large PRs got rubber-stamped"},
+        {"decision": "Keep pull requests under four hundred changed lines", "rationale": "Large PRs got rubber-stamped"},
+        "decision",
+    )  # fmt: skip
+    assert match is not None and match.record.id == "target", match
+    match, _ = _dev_pair_verdict(
+        {"decision": "Keep pull requests under 400 changed lines", "rationale": "Large PRs got rubber-stamped"},
+        {"decision": "Keep pull requests under four thousand changed lines", "rationale": "Large PRs got rubber-stamped"},
+        "decision",
+    )  # fmt: skip
+    assert match is None
+
+
+def test_opposite_advice_is_reported_not_refused() -> None:
+    match, contradictions = _dev_pair_verdict(
+        {"name": "Error context in Go", "solution": 'Wrap errors with fmt.Errorf("doing x: %w", err) at every layer'},
+        {"name": "Error context in Go", "solution": "Return errors unchanged up the stack; do not wrap them at each layer",
+         "problem": "Wrapped messages became unreadable chains"},
+        "pattern",
+    )  # fmt: skip
+    assert match is None
+    assert [m.record.id for m in contradictions] == ["target"]
+
+
 def test_number_changed_is_written(store: Store) -> None:
     capture.remember(
         store, "Set the HTTP client timeout to 30s for the payments API", project="x", options=OPTIONS
@@ -448,3 +550,12 @@ def test_dedup_thresholds_hold_the_precision_bar_on_the_dev_half_they_were_chose
     dev = [pair for pair in load_pairs() if pair["split"] == "dev"]
     result = figures(dev, lore_verdicts(dev, get_embedder().encode))
     assert result["precision"] >= PRECISION_BAR and result["specifics_called_duplicate"] == 0.0, result
+
+
+def test_contradiction_figures_count_reports_and_false_notices() -> None:
+    from lore.bench.duplicates import contradiction_figures
+
+    pairs = [{"label": "contradiction"}, {"label": "contradiction"}, {"label": "duplicate"}, {"label": "distinct"}]
+    # (called a duplicate, the stored record reported as contradicted, another record reported)
+    checks = [(False, True, False), (False, False, True), (True, False, False), (False, True, False)]
+    assert contradiction_figures(pairs, checks) == {"contradictions": 2, "reported": 1, "false_notices": 2}

@@ -267,7 +267,8 @@ def test_explain_says_where_diversity_moved_a_hit(initialised, cli) -> None:
     for title in ("Retry payment calls with exponential backoff and jitter",
                   "Retry payment calls with exponential backoff, capped at four attempts",
                   "Cache invoice totals in Redis for five minutes"):  # fmt: skip
-        # --force: this is about diversity; the duplicate check would refuse the near-identical second title.
+        # Near-duplicates on purpose (diversity has something to move): the duplicate check
+        # refuses the second one (semantic, 81%), so it is written with --force.
         assert cli("remember", title, "--rationale", "payment retry backoff notes", "--force").exit_code == 0
     out = cli("search", "retry payment calls with backoff", "--explain", "--diversity").stdout
     assert "    diversity: #1 by score\n" in out

@@ -11,6 +11,10 @@ dev precision is at least 0.95, the bar the issue sets):
 * ``exact``: normalised texts equal;
 * ``jaccard``: stemmed word Jaccard of the full texts;
 * ``cosine``: the bundled model's cosine of the full texts.
+
+lore's contradiction notices are counted too: contradictions reported as such, and
+pairs that got a notice they should not have (on a non-contradiction, or naming a
+background record).
 """
 
 from __future__ import annotations
@@ -71,18 +75,35 @@ def _record(kind: str, raw: dict[str, Any], number: int) -> Any:
     return Record(kind, record_id, {"id": record_id, "timestamp": "2026-01-01T00:00:00Z", "status": "active", **raw})
 
 
-def lore_verdicts(pairs: list[dict[str, Any]], embed: Callable[[list[str]], Any] | None) -> list[bool]:
-    """For each pair: was ``b`` refused as a duplicate of ``a``?"""
+def lore_checks(pairs: list[dict[str, Any]], embed: Callable[[list[str]], Any] | None) -> list[tuple[bool, bool, bool]]:
+    """For each pair: (``b`` refused as a duplicate, ``a`` reported as contradicted, another record reported)."""
     from lore.curate.dedup import find_duplicate
 
     backgrounds = {kind: [_record(kind, raw, 0x100 + i) for i, raw in enumerate(raws)] for kind, raws in BACKGROUND.items()}
-    verdicts = []
+    checks = []
     for pair in pairs:
         kind = pair["kind"]
         stored = _record(kind, pair["a"], 1)
-        match, _ = find_duplicate([*backgrounds[kind], stored], kind, pair["b"], embed)
-        verdicts.append(match is not None)
-    return verdicts
+        match, contradictions = find_duplicate([*backgrounds[kind], stored], kind, pair["b"], embed)
+        reported = {m.record.id for m in contradictions}
+        checks.append((match is not None, stored.id in reported, bool(reported - {stored.id})))
+    return checks
+
+
+def lore_verdicts(pairs: list[dict[str, Any]], embed: Callable[[list[str]], Any] | None) -> list[bool]:
+    """For each pair: was ``b`` refused as a duplicate of ``a``?"""
+    return [called for called, _, _ in lore_checks(pairs, embed)]
+
+
+def contradiction_figures(pairs: list[dict[str, Any]], checks: list[tuple[bool, bool, bool]]) -> dict[str, Any]:
+    """How many contradictions were reported as such, and how many pairs got a notice they should not have."""
+    contradictions = [c for c, p in zip(checks, pairs, strict=True) if p["label"] == "contradiction"]
+    false_notices = sum(
+        1 for (_, on_target, elsewhere), p in zip(checks, pairs, strict=True)
+        if elsewhere or (on_target and p["label"] != "contradiction")
+    )  # fmt: skip
+    return {"contradictions": len(contradictions), "reported": sum(1 for _, on_target, _ in contradictions if on_target),
+            "false_notices": false_notices}  # fmt: skip
 
 
 def full_text(kind: str, raw: dict[str, Any]) -> str:
@@ -150,12 +171,15 @@ def evaluate_pairs(progress: Callable[[str], None] | None = None, *, use_model: 
         progress(f"duplicates: {len(pairs)} labelled pairs")
     split = {s: [i for i, p in enumerate(pairs) if p["split"] == s] for s in ("dev", "test")}
     detectors: dict[str, Any] = {}
-    verdicts = lore_verdicts(pairs, embed)
+    checks = lore_checks(pairs, embed)
+    verdicts = [called for called, _, _ in checks]
     detectors["lore"] = {s: figures([pairs[i] for i in idx], [verdicts[i] for i in idx]) for s, idx in split.items()}
+    contradictions = {s: contradiction_figures([pairs[i] for i in idx], [checks[i] for i in idx]) for s, idx in split.items()}
     for name, values in scores(pairs, embed).items():
         dev_pairs = [pairs[i] for i in split["dev"]]
         threshold = threshold_on_dev([values[i] for i in split["dev"]], dev_pairs)
         detectors[f"{name} >= {threshold:.2f}"] = {
             s: figures([pairs[i] for i in idx], [values[i] >= threshold for i in idx]) for s, idx in split.items()
         }
-    return {"pairs": len(pairs), "dev": len(split["dev"]), "test": len(split["test"]), "detectors": detectors}
+    return {"pairs": len(pairs), "dev": len(split["dev"]), "test": len(split["test"]), "detectors": detectors,
+            "contradiction_notices": contradictions}  # fmt: skip

@@ -80,6 +80,12 @@ def duplicates_table(result: dict[str, Any]) -> Table:
         table.add_row(name, _f(f["dev"]["precision"]), _f(f["dev"]["recall"]), _f(f["test"]["precision"]),
                       _f(f["test"]["recall"]), _f(f["test"].get("paraphrase_recall")),
                       _f(f["test"].get("specifics_called_duplicate")))  # fmt: skip
+    notices = result.get("contradiction_notices")
+    if notices:
+        table.caption = "lore's contradiction notices: " + "; ".join(
+            f"{split} {n['reported']} of {n['contradictions']} contradictions reported, "
+            f"{n['false_notices']} pairs with a notice that is not one" for split, n in notices.items()
+        )
     return table
 
 

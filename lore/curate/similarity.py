@@ -168,9 +168,12 @@ def bm25_symmetric(a: str | list[str], b: str | list[str], stats: Bm25Stats) -> 
 
 _NUMBER_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "thirty": "30",
-    "sixty": "60", "hundred": "100", "once": "1", "twice": "2",
+    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15", "twenty": "20",
+    "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60", "ninety": "90", "once": "1", "twice": "2",
 }  # fmt: skip
+# "four hundred", "ten thousand", "10 thousand": one number, as "400" and "10000" would be written.
+_MULTIPLIED = re.compile(r"\b(\d+)\s+(hundred|thousand|million)\b", re.IGNORECASE)
+_MULTIPLIERS = {"hundred": 100, "thousand": 1000, "million": 1_000_000}
 _UNITS = {
     "ms": "ms", "msec": "ms", "millisecond": "ms", "milliseconds": "ms",
     "s": "s", "sec": "s", "secs": "s", "second": "s", "seconds": "s",
@@ -181,7 +184,7 @@ _UNITS = {
     "gb": "gb", "gib": "gb", "tb": "tb", "%": "%", "percent": "%", "x": "x",
 }  # fmt: skip
 _NUM = re.compile(
-    r"(?<![\w.-])v?(\d+(?:[.,]\d+)*)(?:\s?(%|[a-z]+)\b)?",
+    r"(?<![\w.-])v?(\d+(?:[.,]\d+)*)(?:[\s-]?(%|[a-z]+)\b)?",
     re.IGNORECASE,
 )
 _VERSION = re.compile(r"^\d+(?:\.\d+){1,3}$")
@@ -240,7 +243,14 @@ def _word_numbers(text: str) -> str:
     def swap(match: re.Match[str]) -> str:
         return _NUMBER_WORDS[match.group(0).lower()]
 
-    return re.sub(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", swap, text, flags=re.IGNORECASE)
+    def multiply(match: re.Match[str]) -> str:
+        return str(int(match.group(1)) * _MULTIPLIERS[match.group(2).lower()])
+
+    text = re.sub(r"\b(" + "|".join(_NUMBER_WORDS) + r")\b", swap, text, flags=re.IGNORECASE)
+    text = _MULTIPLIED.sub(multiply, text)
+    # What is left stands alone: "a hundred requests".
+    return re.sub(r"\b(hundred|thousand|million)\b", lambda m: str(_MULTIPLIERS[m.group(1).lower()]), text,
+                  flags=re.IGNORECASE)  # fmt: skip
 
 
 _SPECIAL_FILES = ("dockerfile", "makefile", "justfile", "procfile", "gemfile", "rakefile", "containerfile")
@@ -306,6 +316,8 @@ def extract_specifics(text: str) -> Specifics:
         canonical_unit = _UNITS.get(unit, "")
         if value.endswith(".0"):
             value = value[:-2]
+        if canonical_unit == "k" and value.isdigit():  # "10k rows" is "ten thousand rows"
+            value, canonical_unit = str(int(value) * 1000), ""
         numbers.add(value + canonical_unit)
     return Specifics(
         numbers=frozenset(numbers), versions=frozenset(versions), flags=frozenset(flags),
@@ -351,6 +363,16 @@ def _choice_difference(words_a: set[str], words_b: set[str]) -> str | None:
     return None
 
 
+_UNIT_CLASSES = {"ms": "time", "s": "time", "min": "time", "h": "time", "d": "time", "w": "time",
+                 "b": "size", "kb": "size", "mb": "size", "gb": "size", "tb": "size"}  # fmt: skip
+
+
+def _unit_class(number: str) -> str:
+    """The kind of quantity of a canonical number from ``extract_specifics`` ("30s" -> "time", "10" -> "")."""
+    unit = number.lstrip("0123456789.")
+    return _UNIT_CLASSES.get(unit, unit)
+
+
 def differs_in_specifics(a: str, b: str) -> str | None:
     """Why ``a`` and ``b`` are not duplicates despite similar wording, or None.
 
@@ -375,13 +397,21 @@ def differs_in_specifics(a: str, b: str) -> str | None:
         else:
             only_a = sorted(items_a - items_b - pooled_b)
             only_b = sorted(items_b - items_a - pooled_a)
+        if category == "number":
+            # A number replaces another of its own kind: "30s" -> "5min", "1 MB" -> "10 MB". "90 days"
+            # against "SOC 2" in a paraphrase is two unrelated numbers, not a substitution.
+            swapped = [(x, y) for x in only_a for y in only_b if _unit_class(x) == _unit_class(y)]
+            if swapped:
+                return f"number {swapped[0][0]} vs {swapped[0][1]}"
+            continue
         if only_a and only_b:
             return f"{category} {only_a[0]} vs {only_b[0]}"
     return _choice_difference(raw_a, raw_b)
 
 
 def _content_sequence(text: str) -> list[str]:
-    return [stem(w) for w in _WORD.findall(_expand_contractions(text)) if w not in STOPWORDS]
+    # Number words as digits: "four hundred" and "400" are the same slot filler, not a swap.
+    return [stem(w) for w in _WORD.findall(_expand_contractions(_word_numbers(text))) if w not in STOPWORDS]
 
 
 def substituted_slot(a: str, b: str, *, max_slot: int = 2) -> str | None:
@@ -504,10 +534,12 @@ def _orderings(text: str) -> list[tuple[frozenset[str], frozenset[str]]]:
 def opposite_advice(a: str, b: str, *, min_overlap: float = 0.6) -> bool:
     """True when ``a`` and ``b`` give opposite advice on the same thing.
 
-    Two signals: a clause of each on the same topic words with opposite polarity
+    Signals: a clause of each on the same topic words with opposite polarity
     (use/avoid, enable/disable, always/never, do/don't, allow/forbid, adopt/drop),
-    or swapped preferences ("prefer X over Y" vs "prefer Y over X"). Different but
-    compatible choices (sync vs async, Redis vs Memcached) are not opposites.
+    swapped preferences ("prefer X over Y" vs "prefer Y over X"), swapped order
+    ("X before Y" vs "Y before X"), or two or more words that one text only uses
+    positively and the other only negatively. Different but compatible choices
+    (sync vs async, Redis vs Memcached) are not opposites.
     """
     same_choice = False
     for px, py in _preferences(a):
@@ -545,4 +577,21 @@ def opposite_advice(a: str, b: str, *, min_overlap: float = 0.6) -> bool:
                 if echoed(ca, clauses_b) or echoed(cb, clauses_a):
                     continue
                 return True
-    return False
+    # The clauses may not line up ("Use CSS Modules; don't introduce Tailwind" against "Use Tailwind
+    # and avoid custom CSS"), but the things each text says yes and no to can: two or more words
+    # that one text only ever uses positively and the other only negatively are a reversal.
+    return len(_flipped_words(clauses_a, clauses_b)) >= 2
+
+
+def _polarity(clauses: list[Clause]) -> dict[str, bool]:
+    """Topic word -> negative, for the words used with a single polarity throughout the text."""
+    seen: dict[str, set[bool]] = {}
+    for clause in clauses:
+        for word in clause.topic:
+            seen.setdefault(word, set()).add(clause.negative)
+    return {word: polarities.pop() for word, polarities in seen.items() if len(polarities) == 1}
+
+
+def _flipped_words(clauses_a: list[Clause], clauses_b: list[Clause]) -> list[str]:
+    polarity_a, polarity_b = _polarity(clauses_a), _polarity(clauses_b)
+    return sorted(w for w in polarity_a.keys() & polarity_b.keys() if polarity_a[w] != polarity_b[w])
