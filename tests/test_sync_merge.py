@@ -181,3 +181,38 @@ def test_the_driver_falls_back_to_conflict_markers_for_a_file_that_does_not_pars
     assert done.returncode == 1
     assert "falling back to a line merge" in done.stderr
     assert "<<<<<<< ours" in ours.read_text()
+
+
+def test_the_item_by_item_patterns_merge_writes_what_a_full_rewrite_would() -> None:
+    # Large pattern files are merged chunk by chunk (only changed items are parsed and dumped);
+    # the bytes must be those of merging the parsed documents and dumping them whole.
+    def item(n: int, **extra: Any) -> dict[str, Any]:
+        return {"id": f"pat-17000000{n:02d}-abcd", "name": f"Pattern {n}: keep\nit short", "solution": "x " * 70,
+                "created_at": f"2026-01-{n % 28 + 1:02d}T00:00:00Z", "examples": [{"bad": "a"}, {"good": "b"}], **extra}  # fmt: skip
+
+    anti = ({"id": "anti-1700000000-ffff", "name": "Catch-all handlers", "severity": "high"},)
+    base_items = [item(n) for n in range(8)]
+    ours = [item(0, solution="ours", updated_at="2026-02-01T00:00:00Z"), *base_items[1:5], *base_items[6:],
+            item(40), {"id": "pat-1700000099-0000", "name": "Alice's", "created_at": "2026-03-01T00:00:00Z"}]  # fmt: skip
+    theirs = [item(0, solution="theirs", updated_at="2026-03-01T00:00:00Z"), *base_items[1:3],
+              item(3, confidence=0.9), *base_items[4:], item(41),
+              {"id": "pat-1700000099-0000", "name": "Bob's", "created_at": "2026-03-02T00:00:00Z"}]  # fmt: skip
+    sides = [patterns(*items, anti=anti) for items in (base_items, ours, theirs)]
+    chunked_notes, document_notes = merge.Notes(), merge.Notes()
+    chunked = merge._merge_patterns_chunked(*sides, "patterns/data/patterns.yaml", chunked_notes)
+    whole = merge._merge_pattern_documents(*sides, "patterns/data/patterns.yaml", document_notes)
+    assert chunked == whole
+    assert [c.record_id for c in chunked_notes.conflicts] == [c.record_id for c in document_notes.conflicts]
+    assert [(r.old_id, r.new_id) for r in chunked_notes.renames] == [(r.old_id, r.new_id) for r in document_notes.renames]
+    names = [i["name"] for i in yaml.safe_load(chunked)["patterns"]]
+    assert "Pattern 5: keep\nit short" not in names  # ours deleted it, theirs left it alone
+    assert {"Alice's", "Bob's"} <= set(names) and len(chunked_notes.renames) == 1
+
+
+def test_a_patterns_file_in_another_layout_is_merged_from_its_parsed_documents() -> None:
+    base = b"patterns:\n- id: pat-1700000000-aaaa\n  name: First\nanti_patterns: []\n"  # items at column 0
+    ours = base.replace(b"anti_patterns: []", b"- id: pat-1700000001-bbbb\n  name: Second\nanti_patterns: []")
+    theirs = base.replace(b"name: First", b"name: First\n  confidence: 0.9")
+    merged, _ = both_ways(merge.merge_patterns, base, ours, theirs, "patterns/data/patterns.yaml")
+    items = yaml.safe_load(merged)["patterns"]
+    assert [(i["name"], i.get("confidence")) for i in items] == [("First", 0.9), ("Second", None)]

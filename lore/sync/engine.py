@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import shlex
 import sys
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,39 +212,67 @@ def _is_record_path(path: str) -> bool:
     return path in fixed or (path.startswith(SESSIONS.as_posix() + "/") and path.endswith(".json") and path.count("/") == 3)
 
 
-def records_at(git: Git, rev: str | None) -> dict[str, Any]:
-    """id -> Record of every record in commit ``rev`` (read through a scratch copy of its record files)."""
-    from lore.store import Store
+def _record_ids_at(git: Git, rev: str | None) -> set[str]:
+    from lore.sync.merge import record_versions
 
     if rev is None:
-        return {}
+        return set()
     paths = [p for p in git.tree_files(rev) if _is_record_path(p)]
-    with tempfile.TemporaryDirectory(prefix="lore-sync-") as scratch:
-        root = Path(scratch)
-        for path, data in git.blobs(rev, paths).items():
-            target = root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        return dict(Store(root).load().records)
+    return {record_id for path, data in git.blobs(rev, paths).items() for record_id in record_versions(path, data)}
 
 
-def _content(record: Any) -> bytes:
-    return orjson.dumps(record.raw, option=orjson.OPT_SORT_KEYS)
+def compare_files(before: dict[str, bytes | None], after: dict[str, bytes | None]) -> Changes:
+    """Records new, changed and deleted between two versions of some record files (path -> content).
 
+    A record that moved between files (none of lore's writes does that) counts as deleted and new.
+    """
+    from lore.store.records import Record
+    from lore.sync.merge import record_versions, same_version, version_raw
 
-def compare(before: dict[str, Any], after: dict[str, Any]) -> Changes:
     changes = Changes()
-    for record_id, record in after.items():
-        old = before.get(record_id)
-        if old is None:
-            changes.new[record.kind] += 1
-            changes.new_by_project.setdefault(record.kind, Counter())[record.project or "-"] += 1
-        elif _content(old) != _content(record):
-            changes.changed[record.kind] += 1
-    for record_id, record in before.items():
-        if record_id not in after:
-            changes.deleted[record.kind] += 1
+    for path in sorted(set(before) | set(after)):
+        if not _is_record_path(path) or path == GRAPH.as_posix():
+            continue
+        old, new = record_versions(path, before.get(path)), record_versions(path, after.get(path))
+        for record_id, (kind, value) in new.items():
+            previous = old.get(record_id)
+            if previous is None:
+                changes.new[kind] += 1
+                project = Record(kind, record_id, version_raw(value)).project or "-"
+                changes.new_by_project.setdefault(kind, Counter())[project] += 1
+            elif not same_version(previous[1], value):
+                changes.changed[kind] += 1
+        for record_id, (kind, _) in old.items():
+            if record_id not in new:
+                changes.deleted[kind] += 1
     return changes
+
+
+def _worktree_files(data_dir: Path, paths: list[str]) -> dict[str, bytes | None]:
+    found: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            found[path] = (data_dir / path).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            found[path] = None
+    return found
+
+
+def _commit_files(git: Git, rev: str | None, paths: list[str]) -> dict[str, bytes | None]:
+    if rev is None:
+        return dict.fromkeys(paths)
+    blobs = git.blobs(rev, paths)
+    return {path: blobs.get(path) for path in paths}
+
+
+def changes_between(git: Git, old: str | None, new: str) -> Changes:
+    """What commit ``new`` changed in the records of commit ``old``."""
+    if old is None:
+        paths = [p for p in git.tree_files(new) if _is_record_path(p)]
+    else:
+        paths = [p for p in git.out("diff", "--name-only", "-z", "--no-renames", old, new).split("\0")
+                 if p and _is_record_path(p)]  # fmt: skip
+    return compare_files(_commit_files(git, old, paths), _commit_files(git, new, paths))
 
 
 def describe(changes: Changes, *, projects: bool = False) -> str:
@@ -277,12 +304,12 @@ def _ensure_identity(git: Git, actor: str) -> None:
 
 def _commit_local(git: Git, data_dir: Path, actor: str, dry_run: bool) -> tuple[Changes | None, str | None]:
     """Commit everything the data dir changed (the caller holds the data lock); the changes and the commit."""
-    from lore.store import Store
-
-    if not git.changed_paths():
+    changed = git.changed_paths()
+    if not changed:
         return None, None
     head = git.head()
-    changes = compare(records_at(git, head), dict(Store(data_dir).load().records))
+    paths = [p for p in changed if _is_record_path(p)]
+    changes = compare_files(_commit_files(git, head, paths), _worktree_files(data_dir, paths))
     if dry_run:
         return changes, None
     git.run("add", "-A")
@@ -435,8 +462,7 @@ def _apply_notes(git: Git, data_dir: Path, notes: list[dict[str, Any]], actor: s
                 other = theirs if side == ours else ours
                 if side not in side_ids:
                     base = git.merge_base(ours, theirs)
-                    only_here = set(records_at(git, side)) - set(records_at(git, other)) - set(records_at(git, base))
-                    side_ids[side] = only_here
+                    side_ids[side] = _record_ids_at(git, side) - _record_ids_at(git, other) - _record_ids_at(git, base)
                 _rename_references(data_dir, note, side_ids[side], actor)
             store.record_audit("sync", str(note.get("new_id")), record.get("project"), record, {
                 "renamed_from": note.get("old_id"), "reason": "the id was minted on two clones", "edges_moved": edges,
@@ -447,8 +473,6 @@ def _apply_notes(git: Git, data_dir: Path, notes: list[dict[str, Any]], actor: s
 
 def _merge(git: Git, data_dir: Path, theirs: str | None, label: str, actor: str, report: SyncReport) -> None:
     """Merge ``theirs`` into HEAD (the caller holds the data lock and committed everything)."""
-    from lore.store import Store
-
     head = git.head()
     if theirs is None or (head is not None and git.is_ancestor(theirs, head)):
         return
@@ -457,7 +481,6 @@ def _merge(git: Git, data_dir: Path, theirs: str | None, label: str, actor: str,
     notes_file.unlink(missing_ok=True)
     if leftover:
         _apply_notes(git, data_dir, leftover, actor, None, None, report)
-    before = dict(Store(data_dir).load().records)
     if head is None or git.is_ancestor(head, theirs):
         if head is None:
             git.run("reset", "-q", "--hard", theirs)
@@ -480,11 +503,14 @@ def _merge(git: Git, data_dir: Path, theirs: str | None, label: str, actor: str,
         _apply_notes(git, data_dir, _read_notes(notes_file), actor, head, theirs, report)
         notes_file.unlink(missing_ok=True)
         git.run("add", "-A")
-        after_merge = dict(Store(data_dir).load().records)
-        message = f"lore: merge {label}: " + describe(compare(before, after_merge))
-        git.run("commit", "-q", "--no-verify", "-m", message)
+        paths = [p for p in git.out("diff", "--cached", "--name-only", "-z", "--no-renames", head).split("\0")
+                 if p and _is_record_path(p)]  # fmt: skip
+        merged = compare_files(_commit_files(git, head, paths), _worktree_files(data_dir, paths))
+        git.run("commit", "-q", "--no-verify", "-m", f"lore: merge {label}: " + describe(merged))
     report.merged = True
-    report.received.add(compare(before, dict(Store(data_dir).load().records)))
+    new_head = git.head()
+    assert new_head is not None
+    report.received.add(changes_between(git, head, new_head))
 
 
 def _push_refused_for_retry(output: str) -> bool:
@@ -568,23 +594,19 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
 
 def _dry_run(git: Git, data_dir: Path, remote: str, target: str, actor: str, report: SyncReport) -> SyncReport:
     """What a sync would do; it fetches into a scratch ref (deleted again) and changes nothing else."""
-    from lore.store import Store
-
     report.committed, _ = _commit_local(git, data_dir, actor, dry_run=True)
     try:
         theirs = git.fetch(remote, target, DRY_RUN_REF)
         head = git.head()
         if theirs is not None and not (head is not None and git.is_ancestor(theirs, head)):
+            # New: records the remote has and this data dir (committed or not) does not; changed:
+            # records the remote changed since the common ancestor.
             base = git.merge_base(head, theirs) if head else None
-            incoming = compare(records_at(git, base), records_at(git, theirs))
-            mine = dict(Store(data_dir).load().records)
-            incoming.new = Counter()
-            incoming.new_by_project = {}
-            for record_id, record in records_at(git, theirs).items():
-                if record_id not in mine:
-                    incoming.new[record.kind] += 1
-                    incoming.new_by_project.setdefault(record.kind, Counter())[record.project or "-"] += 1
-            report.received = incoming
+            paths = [p for p in git.tree_files(theirs) if _is_record_path(p)]
+            arriving = compare_files(_worktree_files(data_dir, paths), _commit_files(git, theirs, paths))
+            remote_side = changes_between(git, base, theirs) if base else Changes()
+            report.received = Changes(new=arriving.new, changed=remote_side.changed, deleted=remote_side.deleted,
+                                      new_by_project=arriving.new_by_project)  # fmt: skip
         if head is not None:
             if theirs is None:
                 report.outgoing_commits = int(git.out("rev-list", "--count", head))

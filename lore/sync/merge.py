@@ -83,17 +83,76 @@ class Notes:
 # -- values ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Line:
-    """A JSONL line: its parsed object (None when it is not a JSON object) and its bytes as written."""
+class Written:
+    """A record as a file holds it: its text, kept byte for byte when the merge does not change it."""
 
-    raw: dict[str, Any] | None
-    text: bytes
+    text: bytes | str
+
+    @property
+    def raw(self) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def rebuilt(self, raw: dict[str, Any]) -> Written:
+        """The same kind of value for a record the merge changed."""
+        raise NotImplementedError
+
+
+class Line(Written):
+    """A JSONL line: its parsed object (None when it is not a JSON object) and its bytes."""
+
+    __slots__ = ("_raw", "text")
+
+    def __init__(self, raw: dict[str, Any] | None, text: bytes) -> None:
+        self._raw = raw
+        self.text = text
+
+    @property
+    def raw(self) -> dict[str, Any] | None:
+        return self._raw
+
+    def rebuilt(self, raw: dict[str, Any]) -> Line:
+        return Line(raw, orjson.dumps(raw))
+
+
+class NotLoreLayout(Exception):
+    """patterns.yaml is not laid out as lore writes it: merge the parsed documents instead."""
+
+
+class Chunk(Written):
+    """One item of patterns.yaml as lore lays it out; parsed only when the sides' texts differ."""
+
+    __slots__ = ("_raw", "text")
+
+    def __init__(self, text: str, raw: dict[str, Any] | None = None) -> None:
+        self.text = text
+        self._raw = raw
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        if self._raw is None:
+            import yaml
+
+            try:
+                value = yaml.load(self.text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            except yaml.YAMLError as exc:
+                raise NotLoreLayout(str(exc)) from exc
+            if not (isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict)):
+                raise NotLoreLayout("an item chunk is not one mapping")
+            self._raw = value[0]
+        return self._raw
+
+    def rebuilt(self, raw: dict[str, Any]) -> Chunk:
+        from lore.store.store import dump_yaml
+
+        return Chunk(dump_yaml({"patterns": [raw]}).split("\n", 1)[1], raw)
 
 
 def _canonical(value: Any) -> bytes:
-    if isinstance(value, Line):
-        return _canonical(value.raw) if value.raw is not None else b"\x00" + value.text
+    if isinstance(value, Written):
+        raw = value.raw
+        if raw is not None:
+            return _canonical(raw)
+        return b"\x00" + (value.text if isinstance(value.text, bytes) else value.text.encode())
     if isinstance(value, bytes):
         return b"\x00" + value
     return orjson.dumps(value, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
@@ -103,18 +162,28 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_canonical(value)).hexdigest()
 
 
-def _same(a: Any, b: Any) -> bool:
-    if a is _MISSING or b is _MISSING or a is None or b is None:
-        return a is b
-    if isinstance(a, list) and isinstance(b, list) and a and isinstance(a[0], Line):
-        return len(a) == len(b) and all(_canonical(x) == _canonical(y) for x, y in zip(a, b, strict=True))
+def _same_one(a: Any, b: Any) -> bool:
+    if isinstance(a, Written) and isinstance(b, Written) and a.text == b.text:
+        return True  # the common case, decided without parsing
     return _canonical(a) == _canonical(b)
 
 
+def _same(a: Any, b: Any) -> bool:
+    if a is _MISSING or b is _MISSING or a is None or b is None:
+        return a is b
+    if isinstance(a, list) and isinstance(b, list) and a and isinstance(a[0], Written):
+        return len(a) == len(b) and all(_same_one(x, y) for x, y in zip(a, b, strict=True))
+    return _same_one(a, b)
+
+
 def _raw(value: Any) -> dict[str, Any] | None:
-    if isinstance(value, Line):
+    if isinstance(value, Written):
         return value.raw
     return value if isinstance(value, dict) else None
+
+
+def _dedup_key(value: Any) -> Any:
+    return value.text if isinstance(value, Chunk) else _canonical(value)
 
 
 def _time_text(value: Any) -> str | None:
@@ -191,9 +260,10 @@ class _Side:
         for index, (key, value) in enumerate(entries):
             position.setdefault(key, index)
             bucket = versions.setdefault(key, [])
-            canonical = _canonical(value)
-            # Identical versions collapse to their last occurrence (which is the one that counts).
-            bucket[:] = [v for v in bucket if _canonical(v) != canonical]
+            if bucket:
+                # Identical versions collapse to their last occurrence (which is the one that counts).
+                same = _dedup_key(value)
+                bucket[:] = [v for v in bucket if _dedup_key(v) != same]
             bucket.append(value)
         return cls(versions, position)
 
@@ -268,11 +338,13 @@ class RecordMerger:
         if fields and self.log_conflicts:
             kept, lost = (o_raw, t_raw) if ours_wins else (t_raw, o_raw)
             self.notes.conflicts.append(Conflict(self.path, key, kept, lost, sorted(set(fields))))
-        return [_as_line(value) if isinstance(o[-1], Line) else value]
+        return [o[-1].rebuilt(value) if isinstance(o[-1], Written) else value]
 
     def _split_duplicates(self, b: _Side, o: _Side, t: _Side) -> None:
         taken = set(b.versions) | set(o.versions) | set(t.versions)
         for key in sorted(set(o.versions) & set(t.versions) - set(b.versions)):
+            if _same(o.versions[key], t.versions[key]):
+                continue
             o_raw, t_raw = o.effective(key), t.effective(key)
             if o_raw is None or t_raw is None:
                 continue
@@ -292,12 +364,16 @@ class RecordMerger:
         """One side renamed a duplicate earlier: move base's and the other side's version to the new id."""
         assert self.rekey is not None
         for key in list(b.versions):
+            changed = [id(side) for side in (o, t)
+                       if key in side.versions and not _same(side.versions[key], b.versions[key])]  # fmt: skip
+            if not changed:
+                continue  # the common case: no side changed this record, nothing to parse
             b_raw = b.effective(key)
             if b_raw is None:
                 continue
             b_id = self.identity(b_raw, key)
             for side, other in ((o, t), (t, o)):
-                s_raw = side.effective(key)
+                s_raw = side.effective(key) if id(side) in changed else None
                 if s_raw is None or self.identity(s_raw, key) == b_id:
                     continue
                 for candidate in _renamed_candidates(key, b_id):
@@ -318,7 +394,12 @@ def _stable_pick(a: list[Any] | None, b: list[Any] | None) -> list[Any] | None:
         return a
 
     def written(values: list[Any]) -> list[bytes]:
-        return [v.text if isinstance(v, Line) else orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS) for v in values]
+        def one(value: Any) -> bytes:
+            if isinstance(value, Written):
+                return value.text if isinstance(value.text, bytes) else value.text.encode()
+            return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+
+        return [one(v) for v in values]
 
     return b if written(b) < written(a) else a
 
@@ -327,10 +408,6 @@ def _keep_all(first: list[Any], then: list[Any]) -> list[Any]:
     """Every distinct version of both, ``then``'s last (the original's "last line wins")."""
     later = {_canonical(v) for v in then}
     return [v for v in first if _canonical(v) not in later] + list(then)
-
-
-def _as_line(raw: dict[str, Any]) -> Line:
-    return Line(raw, orjson.dumps(raw))
 
 
 def _renamed_candidates(old: str, identity: str) -> list[str]:
@@ -349,10 +426,9 @@ def renamed_id(old: str, identity: str, taken: set[str]) -> str:
 
 
 def _rekey_raw(value: Any, new: str) -> Any:
-    if isinstance(value, Line):
-        if value.raw is None:
-            return value
-        return _as_line({**value.raw, "id": new})
+    if isinstance(value, Written):
+        raw = value.raw
+        return value if raw is None else value.rebuilt({**raw, "id": new})
     if isinstance(value, dict):
         return {**value, "id": new}
     return value
@@ -438,7 +514,87 @@ def _merge_scalar_text(base: str, ours: str, theirs: str) -> str:
     return max(ours, theirs)
 
 
+_SECTION_LINE = re.compile(r"^(patterns|anti_patterns):( \[\])?$")
+_ID_LINE = re.compile(r"""^  - id: (['"]?)([A-Za-z][\w.:]*-[\w.:-]+)\1[ \t]*$""")
+
+
+def split_patterns(data: bytes) -> tuple[str, dict[str, list[str]]]:
+    """patterns.yaml as lore (and the original) lays it out: header comments, then each section's items,
+    one chunk of text per item (``  - `` at two spaces, its lines deeper). Anything else raises NotLoreLayout."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotLoreLayout("not UTF-8") from exc
+    if "\r" in text or "\t" in text.split("\n", 1)[0]:
+        raise NotLoreLayout("unusual line endings")
+    match = _HEADER_COMMENT.match(text)
+    header = match.group(1) if match else ""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text[len(header):].splitlines(keepends=True):
+        bare = line.rstrip("\n")
+        section = _SECTION_LINE.match(bare)
+        if section:
+            if section.group(1) in sections:
+                raise NotLoreLayout(f"{section.group(1)} twice")
+            sections[section.group(1)] = []
+            current = None if section.group(2) else sections[section.group(1)]
+        elif current is not None and (bare.startswith("  - ") or bare == "  -"):
+            current.append(line if line.endswith("\n") else line + "\n")
+        elif current and (not bare.strip() or bare.startswith("    ")):
+            current[-1] += line if line.endswith("\n") else line + "\n"
+        else:
+            raise NotLoreLayout(f"unexpected line {bare[:40]!r}")
+    return header, sections
+
+
+def _chunk_entries(chunks: list[str]) -> Entries:
+    entries: Entries = []
+    for text in chunks:
+        first = _ID_LINE.match(text.split("\n", 1)[0])
+        chunk = Chunk(text)
+        if first:
+            entries.append((first.group(2), chunk))
+            continue
+        record_id = chunk.raw.get("id")
+        key = str(record_id) if isinstance(record_id, str) and record_id else "\x00" + text
+        entries.append((key, chunk))
+    return entries
+
+
+def _merge_patterns_chunked(base: bytes, ours: bytes, theirs: bytes, path: str, notes: Notes) -> bytes:
+    from lore.store.store import PATTERNS_HEADER
+
+    (b_head, b_sec), (o_head, o_sec), (t_head, t_sec) = (split_patterns(d) for d in (base, ours, theirs))
+    out = [_merge_scalar_text(b_head, o_head, t_head) or PATTERNS_HEADER]
+    for section in PATTERN_SECTIONS:
+        if not any(section in sections for sections in (b_sec, o_sec, t_sec)):
+            continue
+
+        def kind_of(raw: dict[str, Any], section: str = section) -> str:
+            return record_kind_for_pattern_item(raw, section)
+
+        merger = RecordMerger(path, notes, kind_of=kind_of, rekey=_rekey_raw)
+        entries = merger.merge(*(_chunk_entries(sections.get(section, [])) for sections in (b_sec, o_sec, t_sec)))
+        chunks = [value.text for _, value in entries]
+        out.append(f"{section}:\n" + "".join(chunks) if chunks else f"{section}: []\n")
+    return "".join(out).encode("utf-8")
+
+
 def merge_patterns(base: bytes, ours: bytes, theirs: bytes, path: str, notes: Notes) -> bytes:
+    """By item; items whose text no side changed are neither parsed nor rewritten (a 2,700-item file
+    costs seconds to load and dump in full), unless a side is not in lore's layout."""
+    attempt = Notes()
+    try:
+        merged = _merge_patterns_chunked(base, ours, theirs, path, attempt)
+    except NotLoreLayout:
+        return _merge_pattern_documents(base, ours, theirs, path, notes)
+    notes.conflicts.extend(attempt.conflicts)
+    notes.renames.extend(attempt.renames)
+    return merged
+
+
+def _merge_pattern_documents(base: bytes, ours: bytes, theirs: bytes, path: str, notes: Notes) -> bytes:
     from lore.store.store import PATTERNS_HEADER, dump_yaml
 
     (b_head, b_doc), (o_head, o_doc), (t_head, t_doc) = _load_yaml(base), _load_yaml(ours), _load_yaml(theirs)
@@ -538,3 +694,58 @@ def replace_references(value: Any, old: str, new: str) -> Any:
     if isinstance(value, dict):
         return {k: replace_references(v, old, new) for k, v in value.items()}
     return value
+
+
+# -- what a file holds, for counting what changed -----------------------------------------
+
+
+def record_versions(path: str, data: bytes | None) -> dict[str, tuple[str, Any]]:
+    """id -> (kind, value) of the records one file holds (the last version of an id), for change counts.
+
+    Values are compared as ``Written`` texts first, so counting the changes in a
+    large patterns.yaml parses only the items that differ.
+    """
+    if not data:
+        return {}
+    name = path.rsplit("/", 1)[-1]
+    found: dict[str, tuple[str, Any]] = {}
+    if name.endswith(".jsonl"):
+        default_kind = JSONL_KINDS.get(name, "observation")
+        for key, line in _jsonl_entries(data):
+            if not key.startswith("\x00"):
+                found[key] = (kind_from_id(key) or default_kind, line)
+        return found
+    if path.endswith("patterns/data/patterns.yaml"):
+        try:
+            _, sections = split_patterns(data)
+            for section, chunks in sections.items():
+                for key, chunk in _chunk_entries(chunks):
+                    if not key.startswith("\x00"):
+                        found[key] = (section, chunk)
+        except NotLoreLayout:
+            try:
+                _, document = _load_yaml(data)
+            except MergeParseError:
+                return {}
+            for section in PATTERN_SECTIONS:
+                for key, item in _item_entries(document.get(section)):
+                    if not key.startswith("\x00"):
+                        found[key] = (section, item)
+        return {key: (record_kind_for_pattern_item(_raw(value) or {}, section), value)
+                for key, (section, value) in found.items()}  # fmt: skip
+    if "transfer/data/sessions/" in path and name.endswith(".json"):
+        try:
+            document = _load_json(data)
+        except MergeParseError:
+            return {}
+        if document:
+            found[str(document.get("id") or name.removesuffix(".json"))] = ("handoff", document)
+    return found
+
+
+def same_version(a: Any, b: Any) -> bool:
+    return _same_one(a, b)
+
+
+def version_raw(value: Any) -> dict[str, Any]:
+    return _raw(value) or {}
