@@ -76,7 +76,9 @@ def test_setup_with_an_empty_remote_publishes(lore, tmp_path: Path, remote: Path
     lore(alice, "init", "--git")
     lore(alice, "remember", "Use Kafka for the event bus", "-r", "ordering per key")
     lore(alice, "learn", "Backoff with full jitter", "--solution", "sleep(random.uniform(0, cap))")
-    report = sync(lore, alice, "--setup", str(remote))
+    # A path typed relative to the shell's directory, not to the data dir.
+    report = sync(lore, alice, "--setup", os.path.relpath(remote))
+    assert git(alice, "remote", "get-url", "origin") == str(remote.resolve())
     assert report["published"] and report["pushed"]
     assert report["committed"]["new"] == {"decision": 1, "pattern": 1}
     subject = git(alice, "log", "-1", "--format=%s")
@@ -297,8 +299,9 @@ def test_errors_name_what_is_wrong(lore, cli, tmp_path: Path, remote: Path, monk
     project.mkdir()
     git(project, "init", "-q")
     inside = project / "memory"
-    lore(inside, "init", "--git")
-    assert not (inside / ".git").exists()  # init --git left the enclosing repository alone
+    assert "registered lore's merge driver there" in lore(inside, "init", "--git").stdout
+    assert not (inside / ".git").exists()  # no repository nested in the project's
+    assert "merge-driver" in git(project, "config", "merge.lore.driver")
     assert "is inside the git repository" in lore(inside, "sync", code=1).stderr
 
     assert "--dry-run cannot be combined with --setup" in lore(lonely, "sync", "--setup", "x", "--dry-run", code=2).stderr

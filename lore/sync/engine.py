@@ -129,11 +129,13 @@ def prepare_repository(data_dir: Path) -> str:
         git.init(DEFAULT_BRANCH)
         configure_driver(git)
         return f"initialised a git repository in {data_dir} and registered lore's merge driver"
+    configure_driver(git)
     if top == _resolved(data_dir):
-        configure_driver(git)
         return "registered lore's merge driver in the repository's .git/config"
-    return (f"{data_dir} is inside the git repository {top}: left it alone (lore sync needs the data dir "
-            "to be a repository of its own)")  # fmt: skip
+    # A data dir kept inside a project's repository: its record files merge by id in that repository
+    # too (the attributes only match paths under the data dir); lore sync itself needs its own repository.
+    return (f"{data_dir} is inside the git repository {top}: registered lore's merge driver there "
+            "(lore sync needs a data dir that is a repository of its own)")  # fmt: skip
 
 
 def _open_repository(data_dir: Path) -> Git:
@@ -527,6 +529,9 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
         raise UsageError("--dry-run cannot be combined with --setup", hint="run `lore sync --setup URL` on its own")
     if setup_url is not None and not setup_url.strip():
         raise UsageError("--setup needs the URL of the shared remote", hint="e.g. lore sync --setup git@host:team/lore-memory.git")
+    if setup_url is not None and Path(setup_url).expanduser().exists():
+        # A path on disk: git would read a relative one from the data dir, not from where it was typed.
+        setup_url = str(Path(setup_url).expanduser().resolve())
     Store(data_dir).require()
     git = Git(data_dir)
     initialised = False
