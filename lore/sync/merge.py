@@ -122,6 +122,7 @@ class Chunk(Written):
     """One item of patterns.yaml as lore lays it out; parsed only when the sides' texts differ."""
 
     __slots__ = ("_raw", "text")
+    text: str
 
     def __init__(self, text: str, raw: dict[str, Any] | None = None) -> None:
         self.text = text
@@ -130,11 +131,11 @@ class Chunk(Written):
     @property
     def raw(self) -> dict[str, Any]:
         if self._raw is None:
-            import yaml
+            from lore.store.readers import YamlSyntaxError, parse_yaml
 
             try:
-                value = yaml.load(self.text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            except yaml.YAMLError as exc:
+                value = parse_yaml(self.text)
+            except YamlSyntaxError as exc:
                 raise NotLoreLayout(str(exc)) from exc
             if not (isinstance(value, list) and len(value) == 1 and isinstance(value[0], dict)):
                 raise NotLoreLayout("an item chunk is not one mapping")
@@ -470,15 +471,14 @@ def merge_jsonl(base: bytes, ours: bytes, theirs: bytes, path: str, notes: Notes
 
 
 def _load_yaml(data: bytes) -> tuple[str, dict[str, Any]]:
-    import yaml
+    from lore.store.readers import YamlSyntaxError, parse_yaml
 
     if not data.strip():
         return "", {}
     try:
         text = data.decode("utf-8")
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        document = yaml.load(text, Loader=loader)
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        document = parse_yaml(text)
+    except (UnicodeDecodeError, YamlSyntaxError) as exc:
         raise MergeParseError(f"not valid YAML: {exc}") from exc
     if document is None:
         document = {}
