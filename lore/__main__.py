@@ -1,7 +1,8 @@
 """Entry point. Dispatches the latency-critical paths before importing the CLI stack.
 
 ``lore --version`` and ``lore hook prompt`` run on every shell completion and
-every agent prompt; importing typer alone costs ~150 ms on a small machine.
+every agent prompt, ``lore merge-driver`` once per file of a git merge;
+importing typer alone costs ~150 ms on a small machine.
 """
 
 from __future__ import annotations
@@ -26,6 +27,12 @@ def main(argv: list[str] | None = None) -> None:
         # Skip interpreter teardown: faster, and a worker thread cut off at the
         # deadline cannot delay the exit.
         os._exit(code)
+    if args[:1] == ["merge-driver"] and "--help" not in args:
+        # git runs the merge driver once per merged file: typer's import cost would multiply.
+        from lore.sync.driver import main as merge_driver
+
+        merge_driver(args[1:])
+        return
     from lore.cli.app import run
 
     sys.exit(run(args))

@@ -40,10 +40,10 @@ def test_init_scaffolds_layout_and_is_idempotent(cli, data_dir: Path) -> None:
     assert again.stdout == f"{data_dir} is already initialised\n"
 
 
-def test_init_git_writes_union_merge_attributes(cli, data_dir: Path) -> None:
+def test_init_git_writes_merge_attributes(cli, data_dir: Path) -> None:
     result = cli("init", "--git")
     assert "  created .gitattributes\n" in result.stdout
-    assert "*.jsonl merge=union" in (data_dir / ".gitattributes").read_text().splitlines()
+    assert "*.jsonl merge=lore" in (data_dir / ".gitattributes").read_text().splitlines()
     assert ".lore.lock" in (data_dir / ".gitignore").read_text().splitlines()
 
 

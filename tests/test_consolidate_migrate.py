@@ -124,10 +124,10 @@ def test_consolidate_apply_asks_per_cluster(cli, clustered: Path) -> None:
     )
     a, b, c, d = read_jsonl(clustered / DECISIONS)
     # The survivor (newest) takes the highest confidence; every other field is kept.
-    assert b == {**DEC_B, "confidence": 0.9}
+    assert b == {**DEC_B, "confidence": 0.9, "updated_at": b["updated_at"]}
     # The merged record is superseded, never deleted.
     assert a == {**DEC_A, "status": "superseded", "superseded_by": "dec-0000000b",
-                 "status_changed_at": a["status_changed_at"]}  # fmt: skip
+                 "status_changed_at": a["status_changed_at"], "updated_at": a["updated_at"]}  # fmt: skip
     assert (c, d) == (DEC_C, DEC_D)
     graph = orjson.loads((clustered / GRAPH).read_bytes())
     names = {key: node["name"] for key, node in graph["nodes"].items()}
@@ -152,7 +152,7 @@ def test_consolidate_apply_yes_merges_every_cluster(cli, clustered: Path) -> Non
         "Merged pat-1700000000-aaaa into pat-1700000001-bbbb (confidence 0.60)\n\nMerged 2 of 2 cluster(s)\n"
     )
     old, survivor = yaml.safe_load((clustered / PATTERNS).read_text())["patterns"]
-    assert survivor == {**PAT_2, "confidence": 0.6, "validations": 1}
+    assert survivor == {**PAT_2, "confidence": 0.6, "validations": 1, "updated_at": survivor["updated_at"]}
     assert (old["status"], old["superseded_by"]) == ("superseded", PAT_2["id"])
     assert cli("consolidate").stdout == "No near-duplicates found\n"
 

@@ -174,7 +174,7 @@ def test_higher_confidence_supersedes_and_keeps_history(cli, initialised: Path) 
     assert old_now["id"] == old["id"]
     assert (old_now["status"], old_now["superseded_by"]) == ("superseded", new["id"])
     assert {
-        k: v for k, v in old_now.items() if k not in ("status", "superseded_by", "status_changed_at")
+        k: v for k, v in old_now.items() if k not in ("status", "superseded_by", "status_changed_at", "updated_at")
     } == old
     assert new["lesson_pattern_id"] == old["lesson_pattern_id"] and new["rule_confidence"] == 0.95
     graph = orjson.loads((initialised / GRAPH).read_bytes())

@@ -153,9 +153,10 @@ def test_rewrites_of_original_files_keep_every_field(cli, bash_lore_copy: Path) 
 
     patterns = yaml.safe_load((bash_lore_copy / PATTERNS).read_text())
     validated = patterns["patterns"][0]
-    assert {k: v for k, v in validated.items() if k not in ("validations", "confidence")} == {
+    assert {k: v for k, v in validated.items() if k not in ("validations", "confidence", "updated_at")} == {
         k: v for k, v in before_patterns["patterns"][0].items() if k not in ("validations", "confidence")
     }
+    assert validated["updated_at"].endswith("Z")  # every edit is stamped: lore sync's "newest edit wins"
     assert validated["validations"] == 6
     assert patterns["anti_patterns"] == before_patterns["anti_patterns"]
     assert (bash_lore_copy / PATTERNS).read_text().startswith("# Pattern Learner Database\n")
@@ -287,6 +288,10 @@ def test_two_clones_appending_merge_without_conflict(cli, tmp_path: Path, with_a
     clone_a, clone_b = tmp_path / "a", tmp_path / "b"
     _git(tmp_path, "clone", "-q", str(origin), str(clone_a))
     _git(tmp_path, "clone", "-q", str(origin), str(clone_b))
+    if with_attributes:
+        # Each teammate's clone registers lore's merge driver (.git/config is not cloned).
+        for clone in (clone_a, clone_b):
+            assert "registered lore's merge driver" in cli("--data-dir", str(clone), "init", "--git").stdout
     cli("--data-dir", str(clone_a), "remember", "Alice chose Kafka for the event bus")
     cli("--data-dir", str(clone_b), "remember", "Bob moved CI to self-hosted runners")
     for clone in (clone_a, clone_b):
@@ -296,7 +301,7 @@ def test_two_clones_appending_merge_without_conflict(cli, tmp_path: Path, with_a
     _git(clone_b, "fetch", "-q", "origin", "incoming")
     merged = _git(clone_b, "merge", "-q", "--no-edit", "FETCH_HEAD")
     if not with_attributes:
-        # Without merge=union both sides append after the same line: a real conflict.
+        # Without lore's driver both sides append after the same line: a real conflict.
         assert merged.returncode != 0
         return
     assert merged.returncode == 0, merged.stdout + merged.stderr

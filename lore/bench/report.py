@@ -161,6 +161,29 @@ def scale_table(scale: dict[str, Any]) -> Table | None:
     return table
 
 
+def sync_table(result: dict[str, Any]) -> Table:
+    s = result["settings"]
+    table = Table(title=(f"Sync soak: {s['clones']} clones x {s['per_type']} records of each of 7 types, "
+                         f"{s['shared_patterns']} shared patterns edited, {s['rounds']} rounds of syncs in random "
+                         f"order (seed {s['seed']})"))  # fmt: skip
+    for column in ("clone", "records", "lost", "duplicated", "duplicate ids", "renamed", "shared patterns wrong",
+                   "collision edges wrong", "doctor"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for c in result["per_clone"]:
+        table.add_row(str(c["clone"]), f"{c['records']:,}", str(c["lost"]), str(c["duplicated"]), str(c["duplicate_ids"]),
+                      str(c["renamed"]), str(c["shared_patterns_wrong"]), str(c["collision_edges_wrong"]),
+                      "clean" if c["doctor_ok"] else f"{c['doctor_problems']} problem(s)")  # fmt: skip
+    table.caption = (
+        f"records written {result['records_written']:,}; identical files: {'yes' if result['identical'] else 'NO'}; "
+        f"syncs {result['syncs']} ({result['concurrent_rounds']} rounds with two at once), merges {result['merges']}, "
+        f"push retries {result['push_retries']}, fields settled by newest edit {result['conflicts_resolved']}, "
+        f"ids renamed {result['renames']}; sync p50 {result['sync_seconds_p50']} s, max {result['sync_seconds_max']} s; "
+        f"total {result['seconds']} s, of which writing records {result.get('write_seconds')} s and waiting for "
+        f"syncs {result.get('sync_wall_seconds')} s"
+    )
+    return table
+
+
 def render(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(machine_table(results["machine"]))
@@ -175,6 +198,8 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
     for extra in (stages_table(sizes), indexing_table(sizes), scale_table(results.get("scale") or {})):
         if extra is not None:
             console.print(extra)
+    if results.get("sync"):
+        console.print(sync_table(results["sync"]))
     for message in results.get("errors") or []:
         console.print(f"[red]failed:[/red] {message}")
     timings = results.get("harness_seconds", {})

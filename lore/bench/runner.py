@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lore.bench import DEFAULT_SIZES, SECTIONS, SETS, corpora, indexing, latency
+from lore.bench import DEFAULT_SECTIONS, DEFAULT_SIZES, SETS, corpora, indexing, latency
 
 Progress = Callable[[str], None]
 
@@ -21,7 +21,7 @@ Progress = Callable[[str], None]
 class BenchSettings:
     quick: bool = False
     sizes: Sequence[int] = DEFAULT_SIZES
-    only: Sequence[str] = SECTIONS
+    only: Sequence[str] = DEFAULT_SECTIONS
     sets: Sequence[str] = SETS
     latency_runs: int = 15
     build_repeats_small: int = 3  # full builds at sizes <= 1,000 (one at larger sizes)
@@ -31,7 +31,7 @@ class BenchSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def for_quick(cls, only: Sequence[str] = SECTIONS) -> BenchSettings:
+    def for_quick(cls, only: Sequence[str] = DEFAULT_SECTIONS) -> BenchSettings:
         return cls(quick=True, sizes=(1000,), only=only, latency_runs=5,
                    build_repeats_small=1, incremental_repeats=1, stage_queries=20)  # fmt: skip
 
@@ -153,6 +153,20 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 results["scale"] = scale_curve(per_size)
                 results["sizes"] = {str(k): v for k, v in per_size.items()}
                 save()
+        if "sync" in settings.only:
+            from lore.bench import sync_soak
+
+            t = time.perf_counter()
+            soak = sync_soak.SoakSettings(**settings.extra.get("sync", {}))
+            try:
+                results["sync"] = sync_soak.run(work / "sync-soak", soak, progress=progress)
+                if not (results["sync"]["identical"] and results["sync"]["lost"] == 0
+                        and results["sync"]["duplicated"] == 0 and results["sync"]["doctor_clean"]):  # fmt: skip
+                    failed("sync", RuntimeError("the clones did not converge cleanly (see the sync table)"))
+            except Exception as error:
+                failed("sync", error)
+            results["harness_seconds"]["sync"] = round(time.perf_counter() - t, 1)
+            save()
     finally:
         if not settings.keep_workdir:
             shutil.rmtree(work, ignore_errors=True)

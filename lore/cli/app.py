@@ -162,6 +162,7 @@ def _register() -> None:
         cmd_mcp,
         cmd_read,
         cmd_search,
+        cmd_sync,
         cmd_ui,
     )
 

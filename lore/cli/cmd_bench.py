@@ -14,29 +14,33 @@ def bench(
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in about a minute."),
     out: str | None = typer.Option(None, "--out", help="Write every figure and the machine description to this JSON file."),
     sizes: str | None = typer.Option(None, "--sizes", help="Store sizes for latency, indexing and scale (default 1000,10000,50000; quick: 1000)."),
-    only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,duplicates,latency,indexing."),
+    only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,duplicates,latency,indexing (the default), sync (the lore sync soak; only when named)."),
     sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,demo."),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary work directory (its path is printed)."),
 ) -> None:
-    """Measure ranking quality (every set, dev and test splits, against baselines), duplicate detection, latency and indexing."""
+    """Measure ranking quality (every set, dev and test splits, against baselines), duplicate detection, latency and indexing; `--only sync` runs the lore sync soak."""
     import time
     from pathlib import Path
 
     import orjson
     from rich.console import Console
 
-    from lore.bench import SECTIONS, SETS, require_extra, shared_dir
+    from lore.bench import DEFAULT_SECTIONS, SECTIONS, SETS, require_extra, shared_dir
     from lore.bench.quality import temporary_workdir
     from lore.bench.report import render
     from lore.bench.runner import BenchSettings, run
 
     state(ctx)  # the bench uses its own temporary data dirs, never the user's
-    require_extra()
-    chosen = tuple(s.strip() for s in only.split(",") if s.strip()) if only else SECTIONS
+    chosen = tuple(s.strip() for s in only.split(",") if s.strip()) if only else DEFAULT_SECTIONS
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         raise UsageError(f"unknown section {unknown[0]!r}", hint="sections: " + ",".join(SECTIONS))
+    needs_corpora = any(s != "sync" for s in chosen)  # the sync soak writes its own records
+    if needs_corpora:
+        require_extra()
     settings = BenchSettings.for_quick(chosen) if quick else BenchSettings(only=chosen)
+    if quick:
+        settings.extra["sync"] = {"per_type": 30, "shared_patterns": 10, "rounds": 10, "collisions": 3}
     if sets:
         picked = tuple(s.strip() for s in sets.split(",") if s.strip())
         unknown = [s for s in picked if s not in SETS]
@@ -51,8 +55,7 @@ def bench(
         if not settings.sizes or min(settings.sizes) < 10 or max(settings.sizes) > 60000:
             raise UsageError("sizes must be between 10 and 60000 (the git corpus holds 60,000 commits)")
     settings.keep_workdir = keep
-    shared = shared_dir()
-    assert shared is not None
+    shared = shared_dir(required=needs_corpora) or Path()
     work = temporary_workdir()
     console = Console(stderr=True)
     started = time.monotonic()

@@ -53,7 +53,7 @@ TAG = typer.Option(None, "--tag", "-t", help="Tag (repeatable, or comma-separate
 @app.command()
 def init(
     ctx: typer.Context,
-    git: bool = typer.Option(False, "--git", help="Also write .gitattributes (merge=union for JSONL) and .gitignore."),
+    git: bool = typer.Option(False, "--git", help="Also make it a git repository with lore's merge driver, .gitattributes and .gitignore (for `lore sync`)."),
 ) -> None:
     """Create a data directory in the original Lore layout (existing files are kept)."""
     st = state(ctx)
@@ -66,6 +66,10 @@ def init(
             typer.echo(f"  created {path.relative_to(data_dir)}")
     else:
         typer.echo(f"{data_dir} is already initialised")
+    if git:
+        from lore.sync.engine import prepare_repository
+
+        typer.echo(prepare_repository(data_dir))
 
 
 @app.command()

@@ -114,6 +114,20 @@ def _yaml_loader() -> Any:
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class YamlSyntaxError(ValueError):
+    """Text that is not valid YAML (the message says where)."""
+
+
+def parse_yaml(text: str) -> Any:
+    """One YAML document, with the C loader when PyYAML has it (lore sync's merge driver uses this)."""
+    import yaml
+
+    try:
+        return yaml.load(text, Loader=_yaml_loader())
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(str(exc)) from exc
+
+
 _TOP_KEY = re.compile(r"^([A-Za-z_][\w-]*):")
 _HEADER_COMMENT = re.compile(r"\A((?:[ \t]*#.*\n|[ \t]*\n)*)")
 

@@ -52,6 +52,23 @@ NODE_TYPES = {
 }  # fmt: skip
 PATTERNS_HEADER = "# Pattern Learner Database\n"
 _ID_FIELD = re.compile(rb'"id"\s*:\s*"([^"]+)"')
+# What `lore init --git` puts in the data dir's .gitattributes: every record file goes through
+# `lore merge-driver` (registered in .git/config by `lore init --git` and `lore sync`).
+GIT_ATTRIBUTES = (
+    "# lore: record files merge by record id and never lose a record (lore init --git, lore sync).",
+    "*.jsonl merge=lore",
+    "patterns/data/patterns.yaml merge=lore",
+    "graph/data/graph.json merge=lore",
+    "transfer/data/sessions/*.json merge=lore",
+    ".gitattributes merge=union",
+    ".gitignore merge=union",
+)
+GIT_ATTRIBUTES_REPLACED = (
+    "# Appends from two clones merge by keeping both sides' lines (lore init --git).",
+    "*.jsonl merge=union",
+)
+# Per clone, never shared: the lock, the audit chain, migration backups, a crashed write's temp file.
+GIT_IGNORED = (".lore.lock", "audit/", "backups/", ".*.tmp")
 
 
 def utc_now() -> datetime:
@@ -192,19 +209,18 @@ class Store:
     def _write_git_files(self) -> list[Path]:
         created = []
         attributes = self.data_dir / ".gitattributes"
-        wanted = [
-            "# Appends from two clones merge by keeping both sides' lines (lore init --git).",
-            "*.jsonl merge=union",
-        ]
         existing = attributes.read_text(encoding="utf-8").splitlines() if attributes.exists() else []
-        missing = [line for line in wanted if line not in existing]
-        if missing:
-            atomic_write(attributes, ("\n".join([*existing, *missing]) + "\n").encode())
+        # Earlier versions routed JSONL through git's union driver, which can re-append the old
+        # version of a rewritten line after the new one: lore's own driver replaces it.
+        kept = [line for line in existing if line not in GIT_ATTRIBUTES_REPLACED]
+        missing = [line for line in GIT_ATTRIBUTES if line not in kept]
+        if missing or kept != existing:
+            atomic_write(attributes, ("\n".join([*kept, *missing]) + "\n").encode())
             created.append(attributes)
         ignore = self.data_dir / ".gitignore"
         existing = ignore.read_text(encoding="utf-8").splitlines() if ignore.exists() else []
-        # The audit chain is per clone: two clones' chains cannot be union-merged.
-        missing = [line for line in (".lore.lock", "audit/", "backups/") if line not in existing]
+        # The audit chain is per clone: two clones' chains cannot be merged into one chain.
+        missing = [line for line in GIT_IGNORED if line not in existing]
         if missing:
             atomic_write(ignore, ("\n".join([*existing, *missing]) + "\n").encode())
             created.append(ignore)
@@ -382,6 +398,8 @@ class Store:
             record = self.load().get(record_id)
             raw = _deep_copy(record.raw)
             mutate(raw)
+            # When two clones edit one record, `lore sync` keeps the newest edit of each field both changed.
+            raw["updated_at"] = self.now_iso()
             self._replace(record, raw)
             updated = Record(kind=record.kind, id=record.id, raw=raw, source=record.source, line=record.line)
             self.record_audit(op, record.id, updated.project, raw, detail)

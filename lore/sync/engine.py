@@ -1,0 +1,624 @@
+"""``lore sync``: share a data dir through any git remote.
+
+One sync: commit the data dir's changes (a message counting new and changed
+records by type), fetch, merge with lore's record-aware driver, push; a push
+rejected because a teammate pushed first is retried after merging again. The
+data-dir lock is held while the work tree changes (commit, merge), not while
+talking to the remote. The data dir must be the top of its own repository:
+sync never commits or reads anything outside it, and never touches the index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lore.errors import LoreError, UsageError
+from lore.store.fileio import atomic_write, data_lock
+from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
+from lore.sync import driver
+from lore.sync.git import Git, GitError
+
+DEFAULT_REMOTE = "origin"
+DEFAULT_BRANCH = "main"
+PUSH_ATTEMPTS = 5
+DRY_RUN_REF = "refs/lore/dry-run"
+KIND_PLURAL = {
+    "decision": "decisions", "pattern": "patterns", "anti_pattern": "anti-patterns", "lesson": "lessons",
+    "handoff": "handoffs", "failure": "failures", "observation": "observations",
+}  # fmt: skip
+KIND_SINGULAR = {"anti_pattern": "anti-pattern"}
+# Words of a push refusal that merging and pushing again can fix (another clone pushed first).
+_RETRYABLE_PUSH = ("non-fast-forward", "fetch first", "failed to update ref", "cannot lock ref", "stale info")
+
+
+class SyncError(LoreError):
+    """The data dir cannot be synced as it is (not a repository, no remote, a conflict lore cannot resolve)."""
+
+
+@dataclass
+class Changes:
+    """Records new, changed and deleted between two states, counted by kind (and project for new ones)."""
+
+    new: Counter[str] = field(default_factory=Counter)
+    changed: Counter[str] = field(default_factory=Counter)
+    deleted: Counter[str] = field(default_factory=Counter)
+    new_by_project: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add(self, other: Changes) -> None:
+        self.new.update(other.new)
+        self.changed.update(other.changed)
+        self.deleted.update(other.deleted)
+        for kind, projects in other.new_by_project.items():
+            self.new_by_project.setdefault(kind, Counter()).update(projects)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.new or self.changed or self.deleted)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"new": dict(self.new), "changed": dict(self.changed), "deleted": dict(self.deleted),
+                "new_by_project": {k: dict(v) for k, v in self.new_by_project.items()}}  # fmt: skip
+
+
+@dataclass
+class SyncReport:
+    data_dir: Path
+    remote: str
+    branch: str
+    remote_branch: str
+    dry_run: bool = False
+    initialised: bool = False  # --setup made the data dir a repository
+    published: bool = False  # the remote was empty: this data dir's history is now its start
+    committed: Changes | None = None
+    commit: str | None = None
+    received: Changes = field(default_factory=Changes)
+    merged: bool = False
+    pushed: bool = False
+    push_attempts: int = 0
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    renames: list[dict[str, Any]] = field(default_factory=list)
+    outgoing_commits: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "data_dir": str(self.data_dir), "remote": self.remote, "branch": self.branch,
+            "remote_branch": self.remote_branch, "dry_run": self.dry_run, "initialised": self.initialised,
+            "published": self.published, "committed": self.committed.as_json() if self.committed else None,
+            "commit": self.commit, "received": self.received.as_json(), "merged": self.merged,
+            "pushed": self.pushed, "push_attempts": self.push_attempts, "conflicts": self.conflicts,
+            "renames": self.renames, "outgoing_commits": self.outgoing_commits,
+        }  # fmt: skip
+
+
+# -- repository set-up ------------------------------------------------------------------
+
+
+def driver_command() -> str:
+    """The command git runs for ``merge=lore``: this interpreter, so it works without lore on PATH."""
+    return f"{shlex.quote(sys.executable)} -m lore merge-driver %O %A %B %P"
+
+
+def configure_driver(git: Git) -> None:
+    git.config_set("merge.lore.name", "lore records: merge by id, never lose one")
+    git.config_set("merge.lore.driver", driver_command())
+
+
+def _resolved(path: Path) -> Path:
+    return path.expanduser().resolve()
+
+
+def prepare_repository(data_dir: Path) -> str:
+    """For ``lore init --git``: make the data dir a repository (unless it is inside one) and register the driver.
+
+    Returns one line saying what was done, for the CLI to print.
+    """
+    try:
+        git = Git(data_dir)
+    except GitError:
+        return "git is not installed: wrote .gitattributes and .gitignore only; install git before `lore sync --setup URL`"
+    top = git.toplevel()
+    if top is None:
+        git.init(DEFAULT_BRANCH)
+        configure_driver(git)
+        return f"initialised a git repository in {data_dir} and registered lore's merge driver"
+    configure_driver(git)
+    if top == _resolved(data_dir):
+        return "registered lore's merge driver in the repository's .git/config"
+    # A data dir kept inside a project's repository: its record files merge by id in that repository
+    # too (the attributes only match paths under the data dir); lore sync itself needs its own repository.
+    return (f"{data_dir} is inside the git repository {top}: registered lore's merge driver there "
+            "(lore sync needs a data dir that is a repository of its own)")  # fmt: skip
+
+
+def _open_repository(data_dir: Path) -> Git:
+    git = Git(data_dir)
+    top = git.toplevel()
+    if top is None:
+        raise SyncError(f"{data_dir} is not a git repository",
+                        hint="connect it to a shared remote with `lore sync --setup URL` (every teammate runs the same)")  # fmt: skip
+    if top != _resolved(data_dir):
+        raise SyncError(
+            f"{data_dir} is inside the git repository {top}, not a repository of its own; lore sync shares only a "
+            "data dir that is the top of its repository",
+            hint="give lore its own data dir (`lore --data-dir DIR init --git`) and sync that",
+        )
+    return git
+
+
+def _exclude_index(git: Git, data_dir: Path, index_dir: Path | None) -> None:
+    """An index dir placed inside the data dir is derived data: keep it out of every commit."""
+    if index_dir is None:
+        return
+    try:
+        relative = _resolved(index_dir).relative_to(_resolved(data_dir))
+    except ValueError:
+        return
+    if not relative.parts:
+        return
+    exclude = git.git_dir() / "info" / "exclude"
+    line = "/" + relative.as_posix() + "/"
+    existing = exclude.read_text(encoding="utf-8").splitlines() if exclude.exists() else []
+    if line not in existing:
+        atomic_write(exclude, ("\n".join([*existing, line]) + "\n").encode())
+
+
+def _choose_remote(git: Git, branch: str, wanted: str | None, data_dir: Path) -> str:
+    remotes = git.remotes()
+    if wanted:
+        if wanted not in remotes:
+            shown = ", ".join(remotes) if remotes else "none"
+            raise SyncError(f"{data_dir} has no git remote named {wanted!r} (remotes: {shown})",
+                            hint="connect one with `lore sync --setup URL --remote NAME`")  # fmt: skip
+        return wanted
+    upstream = git.config_get(f"branch.{branch}.remote")
+    if upstream and upstream in remotes:
+        return upstream
+    if DEFAULT_REMOTE in remotes:
+        return DEFAULT_REMOTE
+    if len(remotes) == 1:
+        return remotes[0]
+    if not remotes:
+        raise SyncError(f"{data_dir} has no git remote to sync with",
+                        hint="connect it to the team's remote with `lore sync --setup URL`")  # fmt: skip
+    raise SyncError(f"{data_dir} has several git remotes ({', '.join(remotes)}); say which with --remote")
+
+
+def _remote_branch(git: Git, remote: str, branch: str) -> str:
+    merge_ref = git.config_get(f"branch.{branch}.merge")
+    if merge_ref and git.config_get(f"branch.{branch}.remote") == remote:
+        return merge_ref.removeprefix("refs/heads/")
+    branches, head = git.remote_branches(remote)
+    if branch in branches or not branches:
+        return branch
+    if head:
+        return head
+    if len(branches) == 1:
+        return branches[0]
+    raise SyncError(f"the remote {remote!r} has several branches ({', '.join(sorted(branches))}) and none is {branch!r}",
+                    hint=f"set the one to follow: git -C DATA_DIR branch --set-upstream-to={remote}/BRANCH")  # fmt: skip
+
+
+# -- records in a commit ------------------------------------------------------------------
+
+
+def _is_record_path(path: str) -> bool:
+    fixed = {p.as_posix() for p in (DECISIONS, PATTERNS, FAILURES, OBSERVATIONS, SIGNALS, GRAPH)}
+    return path in fixed or (path.startswith(SESSIONS.as_posix() + "/") and path.endswith(".json") and path.count("/") == 3)
+
+
+def _record_ids_at(git: Git, rev: str | None) -> set[str]:
+    from lore.sync.merge import record_versions
+
+    if rev is None:
+        return set()
+    paths = [p for p in git.tree_files(rev) if _is_record_path(p)]
+    return {record_id for path, data in git.blobs(rev, paths).items() for record_id in record_versions(path, data)}
+
+
+def compare_files(before: dict[str, bytes | None], after: dict[str, bytes | None]) -> Changes:
+    """Records new, changed and deleted between two versions of some record files (path -> content).
+
+    A record that moved between files (none of lore's writes does that) counts as deleted and new.
+    """
+    from lore.store.records import Record
+    from lore.sync.merge import record_versions, same_version, version_raw
+
+    changes = Changes()
+    for path in sorted(set(before) | set(after)):
+        if not _is_record_path(path) or path == GRAPH.as_posix():
+            continue
+        old, new = record_versions(path, before.get(path)), record_versions(path, after.get(path))
+        for record_id, (kind, value) in new.items():
+            previous = old.get(record_id)
+            if previous is None:
+                changes.new[kind] += 1
+                project = Record(kind, record_id, version_raw(value)).project or "-"
+                changes.new_by_project.setdefault(kind, Counter())[project] += 1
+            elif not same_version(previous[1], value):
+                changes.changed[kind] += 1
+        for record_id, (kind, _) in old.items():
+            if record_id not in new:
+                changes.deleted[kind] += 1
+    return changes
+
+
+def _worktree_files(data_dir: Path, paths: list[str]) -> dict[str, bytes | None]:
+    found: dict[str, bytes | None] = {}
+    for path in paths:
+        try:
+            found[path] = (data_dir / path).read_bytes()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            found[path] = None
+    return found
+
+
+def _commit_files(git: Git, rev: str | None, paths: list[str]) -> dict[str, bytes | None]:
+    if rev is None:
+        return dict.fromkeys(paths)
+    blobs = git.blobs(rev, paths)
+    return {path: blobs.get(path) for path in paths}
+
+
+def changes_between(git: Git, old: str | None, new: str) -> Changes:
+    """What commit ``new`` changed in the records of commit ``old``."""
+    if old is None:
+        paths = [p for p in git.tree_files(new) if _is_record_path(p)]
+    else:
+        paths = [p for p in git.out("diff", "--name-only", "-z", "--no-renames", old, new).split("\0")
+                 if p and _is_record_path(p)]  # fmt: skip
+    return compare_files(_commit_files(git, old, paths), _commit_files(git, new, paths))
+
+
+def describe(changes: Changes, *, projects: bool = False) -> str:
+    """``3 new decisions (acme 2, billing 1), 1 changed pattern``: the words of commit messages and reports."""
+    parts = []
+    for label, counter in (("new", changes.new), ("changed", changes.changed), ("deleted", changes.deleted)):
+        for kind, count in sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])):
+            noun = KIND_PLURAL.get(kind, kind) if count != 1 else KIND_SINGULAR.get(kind, kind)
+            text = f"{count} {label} {noun}"
+            if projects and label == "new" and changes.new_by_project.get(kind):
+                by_project = sorted(changes.new_by_project[kind].items(), key=lambda kv: (-kv[1], kv[0]))
+                text += " (" + ", ".join(f"{p} {n}" for p, n in by_project) + ")"
+            parts.append(text)
+    return ", ".join(parts) if parts else "no record changes"
+
+
+# -- commit, merge, push --------------------------------------------------------------------
+
+
+def _ensure_identity(git: Git, actor: str) -> None:
+    """Without a git identity here (a fresh machine), commit as the lore actor rather than fail."""
+    if git.run("var", "GIT_AUTHOR_IDENT", check=False).ok and git.run("var", "GIT_COMMITTER_IDENT", check=False).ok:
+        return
+    name = (actor.split(":", 1)[-1].split("@", 1)[0] or "lore") + " (lore sync)"
+    for role in ("AUTHOR", "COMMITTER"):
+        git.env.setdefault(f"GIT_{role}_NAME", name)
+        git.env.setdefault(f"GIT_{role}_EMAIL", "lore-sync@localhost")
+
+
+def _commit_local(git: Git, data_dir: Path, actor: str, dry_run: bool) -> tuple[Changes | None, str | None]:
+    """Commit everything the data dir changed (the caller holds the data lock); the changes and the commit."""
+    changed = git.changed_paths()
+    if not changed:
+        return None, None
+    head = git.head()
+    paths = [p for p in changed if _is_record_path(p)]
+    changes = compare_files(_commit_files(git, head, paths), _worktree_files(data_dir, paths))
+    if dry_run:
+        return changes, None
+    git.run("add", "-A")
+    if head is not None and git.run("diff", "--cached", "--quiet", check=False).ok:
+        return None, None
+    subject = "lore: " + describe(changes) if not changes.empty else "lore: data dir files"
+    body = f"Recorded by {actor}; committed by `lore sync`."
+    git.run("commit", "-q", "--no-verify", "-m", subject, "-m", body)
+    return changes, git.head()
+
+
+def _resolve_file_conflicts(git: Git) -> list[str]:
+    """Settle what git leaves to us: a record file deleted on one side and edited on the other keeps the edit.
+
+    Returns the paths that stay in conflict (both sides changed a file lore has no rule for).
+    """
+    remaining = []
+    for path, stages in sorted(git.unmerged().items()):
+        if 2 in stages and 3 in stages:
+            remaining.append(path)
+        elif 3 in stages:  # deleted here, changed there
+            git.run("checkout", "--theirs", "--", path)
+            git.run("add", "--", path)
+        elif 2 in stages:  # changed here, deleted there
+            git.run("add", "--", path)
+        else:  # deleted on both sides
+            git.run("rm", "-q", "--cached", "--ignore-unmatch", "--", path)
+    return remaining
+
+
+def _read_notes(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    notes = []
+    for line in data.splitlines():
+        with contextlib.suppress(orjson.JSONDecodeError):
+            value = orjson.loads(line)
+            if isinstance(value, dict):
+                notes.append(value)
+    return notes
+
+
+def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: str, theirs: str) -> int:
+    """The renamed duplicate takes the edges its own clone gave it; edges both clones drew are copied."""
+    from lore.store import Store
+    from lore.store.records import Record
+    from lore.store.store import _ensure_node, _node_record_ids
+    from lore.sync.merge import edge_key
+
+    old, new = str(rename["old_id"]), str(rename["new_id"])
+    side_rev, other_rev = (ours, theirs) if rename.get("side") == "ours" else (theirs, ours)
+
+    def edges_touching(rev: str) -> set[tuple[str, str, str]]:
+        blob = git.blobs(rev, [GRAPH.as_posix()]).get(GRAPH.as_posix())
+        try:
+            document = orjson.loads(blob) if blob else {}
+        except orjson.JSONDecodeError:
+            return set()
+        if not isinstance(document, dict):
+            return set()
+        ids = _node_record_ids(document.get("nodes"))
+        found = set()
+        for edge in document.get("edges") or []:
+            if isinstance(edge, dict):
+                a, b = ids.get(str(edge.get("from")), str(edge.get("from"))), ids.get(str(edge.get("to")), str(edge.get("to")))
+                if old in (a, b):
+                    found.add((a, b, str(edge.get("relation", "relates_to"))))
+        return found
+
+    mine, others = edges_touching(side_rev), edges_touching(other_rev)
+    if not mine:
+        return 0
+    store = Store(data_dir)
+    snapshot = store.load()
+    renamed = snapshot.records.get(new)
+    if renamed is None:
+        return 0
+    moved = [0]
+
+    def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
+        keys = {key: rid for rid, key in nodes.items()}
+        new_node = _ensure_node(document, nodes, Record(renamed.kind, renamed.id, renamed.raw), store.now_iso())
+        old_node = nodes.get(old)
+        existing = {edge_key(e) for e in document.get("edges", [])}
+        copies = []
+        for edge in document.get("edges", []):
+            if not isinstance(edge, dict):
+                continue
+            a, b = keys.get(str(edge.get("from")), str(edge.get("from"))), keys.get(str(edge.get("to")), str(edge.get("to")))
+            key = (a, b, str(edge.get("relation", "relates_to")))
+            if key not in mine:
+                continue
+            moved_edge = {**edge, "from": new_node if edge.get("from") == old_node else edge.get("from"),
+                          "to": new_node if edge.get("to") == old_node else edge.get("to")}  # fmt: skip
+            if key in others:
+                if edge_key(moved_edge) not in existing:
+                    copies.append(moved_edge)
+            else:
+                edge.update(moved_edge)
+            moved[0] += 1
+        document.setdefault("edges", []).extend(copies)
+
+    store._rewrite_graph(edit)
+    return moved[0]
+
+
+def _rename_references(data_dir: Path, rename: dict[str, Any], side_ids: set[str], actor: str) -> None:
+    """Records the renamed record's clone added name it by its old id: point them at the new one."""
+    from lore.store import Store
+    from lore.sync.merge import replace_references
+
+    old, new = str(rename["old_id"]), str(rename["new_id"])
+    store = Store(data_dir, actor=actor)
+    for record in list(store.load().records.values()):
+        if record.id not in side_ids or record.id == new:
+            continue
+        body = {k: v for k, v in record.raw.items() if k != "id"}
+        if replace_references(body, old, new) != body:
+
+            def mutate(raw: dict[str, Any]) -> None:
+                fixed = replace_references({k: v for k, v in raw.items() if k != "id"}, old, new)
+                raw.update(fixed)
+
+            store.update(record.id, mutate, op="sync", detail={"renamed_reference": {"from": old, "to": new}})
+
+
+def _apply_notes(git: Git, data_dir: Path, notes: list[dict[str, Any]], actor: str, ours: str | None,
+                 theirs: str | None, report: SyncReport) -> None:  # fmt: skip
+    """Keep each losing version in the audit log; give each renamed duplicate its edges and references."""
+    from lore.store import Store
+
+    store = Store(data_dir, actor=actor)
+    side_ids: dict[str, set[str]] = {}
+    for note in notes:
+        if note.get("type") == "conflict":
+            kept = note.get("kept") or {}
+            store.record_audit("sync", str(note.get("record_id")), kept.get("project"), kept, {
+                "conflict": note.get("fields"), "rule": "edited on two clones: the newest updated_at won",
+                "lost": note.get("lost"), "file": note.get("path"),
+            })  # fmt: skip
+            report.conflicts.append({"id": note.get("record_id"), "fields": note.get("fields"), "file": note.get("path")})
+        elif note.get("type") == "rename":
+            record = note.get("record") or {}
+            edges = 0
+            if ours and theirs:
+                edges = _move_renamed_edges(git, data_dir, note, ours, theirs)
+                side = ours if note.get("side") == "ours" else theirs
+                other = theirs if side == ours else ours
+                if side not in side_ids:
+                    base = git.merge_base(ours, theirs)
+                    side_ids[side] = _record_ids_at(git, side) - _record_ids_at(git, other) - _record_ids_at(git, base)
+                _rename_references(data_dir, note, side_ids[side], actor)
+            store.record_audit("sync", str(note.get("new_id")), record.get("project"), record, {
+                "renamed_from": note.get("old_id"), "reason": "the id was minted on two clones", "edges_moved": edges,
+            })  # fmt: skip
+            report.renames.append({"from": note.get("old_id"), "to": note.get("new_id"), "file": note.get("path"),
+                                   "edges_moved": edges})  # fmt: skip
+
+
+def _merge(git: Git, data_dir: Path, theirs: str | None, label: str, actor: str, report: SyncReport) -> None:
+    """Merge ``theirs`` into HEAD (the caller holds the data lock and committed everything)."""
+    head = git.head()
+    if theirs is None or (head is not None and git.is_ancestor(theirs, head)):
+        return
+    notes_file = git.git_dir() / driver.NOTES_NAME
+    leftover = _read_notes(notes_file)  # from a `git merge` run by hand: their losers still go to the audit log
+    notes_file.unlink(missing_ok=True)
+    if leftover:
+        _apply_notes(git, data_dir, leftover, actor, None, None, report)
+    if head is None or git.is_ancestor(head, theirs):
+        if head is None:
+            git.run("reset", "-q", "--hard", theirs)
+        else:
+            git.run("merge", "-q", "--ff-only", theirs)
+    else:
+        base = git.merge_base(head, theirs)
+        args = ["merge", "-q", "--no-ff", "--no-commit", *(["--allow-unrelated-histories"] if base is None else []), theirs]
+        result = git.run(*args, check=False, env={driver.NOTES_ENV: str(notes_file)})
+        remaining = _resolve_file_conflicts(git)
+        if remaining or (not result.ok and not git.rev("MERGE_HEAD")):
+            git.run("merge", "--abort", check=False)
+            notes_file.unlink(missing_ok=True)
+            if remaining:
+                raise SyncError(
+                    f"cannot merge {label}: both sides changed {', '.join(remaining)} and lore has no merge rule for it",
+                    hint=f"merge by hand in {data_dir} (git merge {label}), commit, then run lore sync again",
+                )
+            raise SyncError(f"cannot merge {label}: {result.output}")
+        _apply_notes(git, data_dir, _read_notes(notes_file), actor, head, theirs, report)
+        notes_file.unlink(missing_ok=True)
+        git.run("add", "-A")
+        paths = [p for p in git.out("diff", "--cached", "--name-only", "-z", "--no-renames", head).split("\0")
+                 if p and _is_record_path(p)]  # fmt: skip
+        merged = compare_files(_commit_files(git, head, paths), _worktree_files(data_dir, paths))
+        git.run("commit", "-q", "--no-verify", "-m", f"lore: merge {label}: " + describe(merged))
+    report.merged = True
+    new_head = git.head()
+    assert new_head is not None
+    report.received.add(changes_between(git, head, new_head))
+
+
+def _push_refused_for_retry(output: str) -> bool:
+    return "rejected" in output and any(word in output for word in _RETRYABLE_PUSH)
+
+
+def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, setup_url: str | None = None,
+         index_dir: Path | None = None, actor: str = "lore") -> SyncReport:  # fmt: skip
+    """Commit, fetch, merge and push the data dir (``setup_url``: connect it to that remote first)."""
+    from lore.store import Store
+
+    data_dir = Path(data_dir)
+    if setup_url is not None and dry_run:
+        raise UsageError("--dry-run cannot be combined with --setup", hint="run `lore sync --setup URL` on its own")
+    if setup_url is not None and not setup_url.strip():
+        raise UsageError("--setup needs the URL of the shared remote", hint="e.g. lore sync --setup git@host:team/lore-memory.git")
+    if setup_url is not None and Path(setup_url).expanduser().exists():
+        # A path on disk: git would read a relative one from the data dir, not from where it was typed.
+        setup_url = str(Path(setup_url).expanduser().resolve())
+    Store(data_dir).require()
+    git = Git(data_dir)
+    initialised = False
+    if setup_url is not None:
+        if git.toplevel() is None:
+            git.init(DEFAULT_BRANCH)
+            initialised = True
+        git = _open_repository(data_dir)
+        name = remote or DEFAULT_REMOTE
+        existing = git.remote_url(name)
+        if existing is None:
+            git.run("remote", "add", name, setup_url)
+        elif existing != setup_url:
+            raise SyncError(f"the remote {name!r} of {data_dir} already points at {existing}",
+                            hint="use --remote NAME for another remote, or change it with `git remote set-url`")  # fmt: skip
+    else:
+        git = _open_repository(data_dir)
+    branch = git.branch()
+    if branch is None:
+        raise SyncError(f"{data_dir} has no branch checked out (detached HEAD)",
+                        hint=f"check out a branch first: git -C {data_dir} checkout {DEFAULT_BRANCH}")  # fmt: skip
+    _ensure_identity(git, actor)
+    chosen = _choose_remote(git, branch, remote, data_dir)
+    target = _remote_branch(git, chosen, branch)
+    report = SyncReport(data_dir=data_dir, remote=chosen, branch=branch, remote_branch=target, dry_run=dry_run,
+                        initialised=initialised)  # fmt: skip
+    label = f"{chosen}/{target}"
+    if dry_run:
+        return _dry_run(git, data_dir, chosen, target, actor, report)
+    Store(data_dir).init(git=True)  # the attributes that route record files to the driver, the ignores
+    configure_driver(git)
+    _exclude_index(git, data_dir, index_dir)
+    with data_lock(data_dir):
+        report.committed, report.commit = _commit_local(git, data_dir, actor, dry_run=False)
+    tracking = f"refs/remotes/{chosen}/{target}"
+    for attempt in range(1, PUSH_ATTEMPTS + 1):
+        theirs = git.fetch(chosen, target, tracking)
+        with data_lock(data_dir):
+            later, commit = _commit_local(git, data_dir, actor, dry_run=False)  # written while we fetched
+            if later is not None:
+                if report.committed is None:
+                    report.committed = later
+                else:
+                    report.committed.add(later)
+                report.commit = commit
+            _merge(git, data_dir, theirs, label, actor, report)
+        head = git.head()
+        if head is None or head == theirs:
+            break
+        report.push_attempts = attempt
+        pushed = git.push(chosen, target)
+        if pushed.ok:
+            report.pushed = True
+            report.published = theirs is None
+            git.run("update-ref", tracking, head)
+            break
+        if not _push_refused_for_retry(pushed.output) or attempt == PUSH_ATTEMPTS:
+            raise SyncError(f"git push to {label} failed: {pushed.output}",
+                            hint="check your access to the remote; your commits are safe in the data dir's repository")  # fmt: skip
+    if git.config_get(f"branch.{branch}.remote") is None:
+        git.run("config", f"branch.{branch}.remote", chosen)
+        git.run("config", f"branch.{branch}.merge", f"refs/heads/{target}")
+    return report
+
+
+def _dry_run(git: Git, data_dir: Path, remote: str, target: str, actor: str, report: SyncReport) -> SyncReport:
+    """What a sync would do; it fetches into a scratch ref (deleted again) and changes nothing else."""
+    report.committed, _ = _commit_local(git, data_dir, actor, dry_run=True)
+    try:
+        theirs = git.fetch(remote, target, DRY_RUN_REF)
+        head = git.head()
+        if theirs is not None and not (head is not None and git.is_ancestor(theirs, head)):
+            # New: records the remote has and this data dir (committed or not) does not; changed:
+            # records the remote changed since the common ancestor.
+            base = git.merge_base(head, theirs) if head else None
+            paths = [p for p in git.tree_files(theirs) if _is_record_path(p)]
+            arriving = compare_files(_worktree_files(data_dir, paths), _commit_files(git, theirs, paths))
+            remote_side = changes_between(git, base, theirs) if base else Changes()
+            report.received = Changes(new=arriving.new, changed=remote_side.changed, deleted=remote_side.deleted,
+                                      new_by_project=arriving.new_by_project)  # fmt: skip
+        if head is not None:
+            if theirs is None:
+                report.outgoing_commits = int(git.out("rev-list", "--count", head))
+            else:
+                report.outgoing_commits = int(git.out("rev-list", "--count", f"{theirs}..{head}"))
+        if report.committed is not None:
+            report.outgoing_commits += 1
+    finally:
+        git.delete_ref(DRY_RUN_REF)
+    return report
