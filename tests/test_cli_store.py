@@ -225,8 +225,39 @@ def test_retract_delete_supersede_validate(cli, initialised: Path) -> None:
     pattern_id = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]["id"]
     first = cli("validate", pattern_id).stdout
     second = cli("validate", pattern_id).stdout
+    # validate is `outcome --success`: the Beta mean (s + 4 * 0.5) / (s + 4), so 3/5 then 4/6.
     assert first == f"Validated {pattern_id}: 1 validation(s), confidence 0.60\n"
-    assert second == f"Validated {pattern_id}: 2 validation(s), confidence 0.66\n"
+    assert second == f"Validated {pattern_id}: 2 validation(s), confidence 0.67\n"
+
+
+def test_outcome_prune_restore(cli, initialised: Path) -> None:
+    cli("learn", "Retry with jitter", "--solution", "Sleep a random share of the backoff")
+    pattern_id = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]["id"]
+    assert cli("outcome", pattern_id, "--success").stdout == (
+        f"Recorded success of {pattern_id}: 1 success(es), 0 failure(s), confidence 0.60\n")
+    # (0.6 * 5 + 0) / 6 = 0.5, then (0.5 * 6) / 7 = 0.4286, then 3 / 8 = 0.375
+    for expected in ("0.50", "0.43", "0.38"):
+        out = cli("outcome", pattern_id, "--failure").stdout
+        assert out.endswith(f"failure(s), confidence {expected}\n"), out
+    stored = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]
+    assert (stored["validations"], stored["failures"], stored["confidence"]) == (1, 3, 0.375)
+    assert cli("outcome", pattern_id).exit_code == 2  # --success or --failure is required
+
+    cli("learn", "Untested idea", "--solution", "Nobody tried it yet", "--confidence", "0.1")
+    assert cli("prune", "--below", "0.4", "--dry-run").stdout.startswith(f"Would retract {pattern_id} (confidence 0.38")
+    assert yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0] == stored  # a dry run writes nothing
+    out = cli("prune", "--below", "0.4").stdout
+    assert out.startswith(f"Retracted {pattern_id} ") and "Untested idea" not in out
+    pruned = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]
+    assert pruned["status"] == "retracted" and pruned["retracted_reason"].startswith("pruned: reliability 0.38 below 0.40")
+    assert cli("prune", "--below", "0.4").stdout == "No pattern with a recorded failure is below 0.40\n"
+    assert cli("restore", pattern_id).stdout == f"Restored pattern {pattern_id}: Retry with jitter\n"
+    restored = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]
+    assert restored["status"] == "active" and restored["retracted_reason"] is None
+    ops = [e["op"] for e in read_jsonl(initialised / "audit/log.jsonl") if e["id"] == pattern_id]
+    assert ops == ["retain", "validate", "outcome", "outcome", "outcome", "prune", "restore"]
+    refused = cli("restore", pattern_id)
+    assert refused.exit_code == 2 and "only a retracted record can be restored" in refused.stderr
 
 
 def test_unlink_and_unknown_relation(cli, initialised: Path) -> None:
