@@ -358,3 +358,14 @@ def test_docs_api_examples_run(data_dir: Path) -> None:
     result = doctest.testfile(str(docs), module_relative=False, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
                               raise_on_error=False, verbose=False, report=True)  # fmt: skip
     assert result.attempted > 20 and result.failed == 0
+
+
+def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Embedding lore in your agent"):]
+    code = section[section.index("```python\n") + 10 : section.index("\n```", section.index("```python"))]
+    assert len(code.splitlines()) == 5
+    Lore().init()  # conftest names the data dir (LORE_DATA_DIR), so it is not created on the first write
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert " decision Use Postgres for sessions\n" in out and "## Relevant Memories" in out
