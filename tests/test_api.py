@@ -369,3 +369,16 @@ def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert " decision Use Postgres for sessions\n" in out and "## Relevant Memories" in out
+
+
+def test_concurrent_outcomes_are_all_counted(data_dir: Path) -> None:
+    memory = fresh()
+    pattern = memory.add("pattern", "Retry with jitter", solution="Sleep a random share of the backoff")
+    code = ("import lore\nm = lore.Lore(project='acme')\n"
+            f"for _ in range(5): m.record_outcome({pattern.id!r}, True)\n")  # fmt: skip
+    writers = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    counted = memory.get(pattern.id)
+    assert counted is not None and counted.raw["validations"] == 10
+    # Ten successes from 0.5: (10 + 4 * 0.5) / (10 + 4), whatever the interleaving.
+    assert counted.confidence == pytest.approx(12 / 14, abs=1e-3)

@@ -66,8 +66,10 @@ def record_outcome(store: Store, pattern_id: str, success: bool) -> Record:
     field_name = _confidence_field(record)
 
     def mutate(raw: dict[str, Any]) -> None:
+        # From the record as read under the lock: a concurrent outcome must not be lost.
+        current = Record(kind=record.kind, id=record.id, raw=raw).confidence
         wins, losses = _count(raw, "validations"), _count(raw, "failures")
-        raw[field_name] = next_confidence(record.confidence, wins + losses, success)
+        raw[field_name] = next_confidence(current, wins + losses, success)
         if success:
             raw["validations"] = wins + 1
         else:
