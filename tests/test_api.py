@@ -285,6 +285,10 @@ def test_reflect_extractive_is_stored_linked_and_searchable(data_dir: Path) -> N
     assert {h.id for h in hits} == {reflection.id, on_topic.id}
     with pytest.raises(UsageError, match="lookback"):
         memory.reflect(lookback=0)
+    # A topic the memory holds nothing reliable about (an evidence gap) gives no reflection.
+    assert memory.search("kubernetes helm chart upgrade").evidence_gap
+    with pytest.raises(UsageError, match="no reliable memory about 'kubernetes helm chart upgrade' to reflect on"):
+        memory.reflect("kubernetes helm chart upgrade")
 
 
 def _script(path: Path, body: str) -> str:

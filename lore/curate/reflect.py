@@ -136,8 +136,9 @@ def reflect(store: Store, *, project: str, topic: str | None = None, records: li
     topic = check_text("topic", topic, required=False, max_bytes=2000) or None
     pool = [r for r in (records if records is not None else recent(store, lookback)) if not is_reflection(r)][:lookback]
     if not pool:
-        what = f" on {topic!r}" if topic else ""
-        raise UsageError(f"nothing to reflect on{what}", hint="record some memories first")
+        if topic:
+            raise UsageError(f"no reliable memory about {topic!r} to reflect on", hint="try a broader topic, or none")
+        raise UsageError("nothing to reflect on", hint="record some memories first")
     snapshot = store.load()
     edges = [(e.source, e.target, e.relation) for e in snapshot.edges]
     centres = central(pool, edges)
