@@ -83,14 +83,16 @@ class Lore:
     ``data_dir`` and ``index_dir`` default as on the command line (``LORE_DATA_DIR``, the
     platform data dir; ``LORE_INDEX_DIR``, a per-data-dir cache folder). ``project`` is
     the project new records belong to and searches favour (default: detected from the
-    working directory, as the CLI does).
+    working directory, as the CLI does). ``actor`` is who the audit log names (default:
+    ``LORE_ACTOR``, else ``api:user@host``).
     """
 
     def __init__(self, data_dir: str | Path | None = None, index_dir: str | Path | None = None,
-                 project: str | None = None) -> None:  # fmt: skip
+                 project: str | None = None, *, actor: str | None = None) -> None:  # fmt: skip
         self._data_dir = data_dir
         self._index_dir = index_dir
         self._project = project
+        self._actor = actor
         self._locations: Locations | None = None
         self._store: Store | None = None
         self._session: SearchSession | None = None
@@ -134,7 +136,8 @@ class Lore:
             # As the CLI: only the default data dir is created on a first write; a named one
             # that does not exist is more likely a typo.
             default = self._data_dir is None and not os.environ.get("LORE_DATA_DIR")
-            self._store = Store(self.data_dir, actor=actor_from_env("api"), create_missing=default)
+            actor = self._actor or actor_from_env("api")
+            self._store = Store(self.data_dir, actor=actor, create_missing=default)
         return self._store
 
     def init(self) -> list[Path]:

@@ -401,3 +401,25 @@ def test_an_explicit_data_dir_that_does_not_exist_stays_an_error(tmp_path, cli) 
     result = cli("--data-dir", str(missing), "remember", "Use PgBouncer in transaction mode")
     assert result.exit_code == 1
     assert "does not exist" in result.stderr and not missing.exists()
+
+
+def test_reflect_command(cli, initialised: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    assert cli("reflect").stderr == "Error: nothing to reflect on\nHint: record some memories first\n"
+    cli("remember", "Store sessions in Postgres", "--rationale", "Transactions with orders")
+    cli("observe", "Postgres session table needs an index on expires_at")
+    script = tmp_path / "broken-llm.sh"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("LORE_LLM_CMD", str(script))
+    result = cli("reflect", "--json")
+    assert result.exit_code == 0
+    assert result.stderr == "Warning: LORE_LLM_CMD failed (LORE_LLM_CMD exited 3); the reflection is extractive\n"
+    stored = orjson.loads(result.stdout)
+    observations = read_jsonl(initialised / "inbox/data/observations.jsonl")
+    reflection = next(o for o in observations if o.get("type") == "reflection")
+    assert stored["id"] == reflection["id"] and reflection["method"] == "extractive" and len(reflection["derived_from"]) == 2
+    audit = read_jsonl(initialised / "audit/log.jsonl")
+    assert [(e["op"], e["actor"]) for e in audit if e["id"] == reflection["id"]][:2] == [("reflect", "test"), ("link", "test")]
+    monkeypatch.delenv("LORE_LLM_CMD")
+    out = cli("reflect", "postgres sessions", "--lookback", "5").stdout
+    assert out.startswith("Reflected obs-") and "Reflection on postgres sessions (2 record(s) considered)" in out

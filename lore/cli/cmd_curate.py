@@ -1,4 +1,4 @@
-"""Commands that change records: retract, restore, delete, supersede, link, unlink, outcome (validate), prune, audit."""
+"""Commands that change records: retract, restore, delete, supersede, link, unlink, outcome (validate), prune, reflect, audit."""
 
 from __future__ import annotations
 
@@ -129,6 +129,38 @@ def prune(
                    f"{failures(record)} failure(s)): {record.title}")  # fmt: skip
     if not found:
         typer.echo(f"No pattern with a recorded failure is below {below:.2f}")
+
+
+@app.command()
+def reflect(
+    ctx: typer.Context,
+    topic: str | None = typer.Argument(None, help="What to reflect on (default: the newest memories)."),
+    lookback: int = typer.Option(50, "--lookback", min=1, max=1000, help="How many records to consider."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored reflection as JSON."),
+) -> None:
+    """Store a reflection: a summary of recent memories (on TOPIC), linked to what it was drawn from.
+
+    LORE_LLM_CMD writes it when set; otherwise it names the most central records and what links them.
+    """
+    import warnings
+
+    from lore.api import Lore
+    from lore.render.records import record_json
+    from lore.store.audit import actor_from_env
+
+    st = state(ctx)
+    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=actor_from_env("cli"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = memory.reflect(topic, lookback)
+    memory.close()
+    for warning in caught:
+        typer.echo(f"Warning: {warning.message}", err=True)
+    if as_json:
+        typer.echo(orjson.dumps(record_json(record)).decode())
+    else:
+        typer.echo(f"Reflected {record.id} ({record.raw.get('method')}, from {', '.join(record.raw.get('derived_from') or [])})")
+        typer.echo(record.raw.get("content") or "")
 
 
 @app.command()
