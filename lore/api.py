@@ -165,6 +165,7 @@ class Lore:
         if kind == "lesson":
             if text is not None:
                 raise UsageError("a lesson has no main text", hint="give situation=, error_pattern=, oversight=, fix=, rule=, severity=, scope=")
+            _check_fields(self.distill_lesson, fields, kind, ())
             return self.distill_lesson(**fields)
         function_name, main = _WRITERS[kind]
         writer: Callable[..., WriteResult] = getattr(capture, function_name)
@@ -175,16 +176,7 @@ class Lore:
         redact, force, merge = (bool(fields.pop(name, default)) for name, default in zip(_WRITE_OPTIONS, (True, False, False), strict=True))
         if force and merge:
             raise UsageError("force and merge exclude each other")
-        allowed = [p.name for p in inspect.signature(writer).parameters.values()
-                   if p.name not in ("store", "project", "options")]  # fmt: skip
-        unknown = sorted(set(fields) - set(allowed))
-        if unknown:
-            raise UsageError(f"unknown field {unknown[0]!r} for a {kind.replace('_', '-')}",
-                             hint="fields: " + ", ".join([*allowed, *_WRITE_OPTIONS]))  # fmt: skip
-        missing = [p.name for p in inspect.signature(writer).parameters.values()
-                   if p.default is inspect.Parameter.empty and p.name in allowed and p.name not in fields]  # fmt: skip
-        if missing:
-            raise UsageError(f"a {kind.replace('_', '-')} needs {', '.join(missing)}")
+        _check_fields(writer, fields, kind, _WRITE_OPTIONS)
         options = capture.WriteOptions(redact=redact, force=force, merge=merge,
                                        check_duplicates=kind in ("decision", "pattern", "anti_pattern"))  # fmt: skip
         result = writer(self.store, project=self.project, options=options, **fields)
@@ -345,6 +337,23 @@ class Lore:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:  # fmt: skip
         self.close()
+
+
+def _check_fields(function: Callable[..., Any], fields: dict[str, Any], kind: str, extra: tuple[str, ...]) -> None:
+    """Refuse unknown and missing fields with a ``UsageError``; a lone string for a list field becomes a list."""
+    parameters = [p for p in inspect.signature(function).parameters.values()
+                  if p.name not in ("self", "store", "project", "options")]  # fmt: skip
+    names = [p.name for p in parameters]
+    label = kind.replace("_", "-")
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        raise UsageError(f"unknown field {unknown[0]!r} for a {label}", hint="fields: " + ", ".join([*names, *extra]))
+    missing = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.name not in fields]
+    if missing:
+        raise UsageError(f"a {label} needs {', '.join(missing)}")
+    for parameter in parameters:
+        if isinstance(fields.get(parameter.name), str) and str(parameter.annotation).startswith("list["):
+            fields[parameter.name] = [fields[parameter.name]]  # tags="db" means ["db"], not ["d", "b"]
 
 
 def _warn(notices: list[str], record_id: str) -> None:

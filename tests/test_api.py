@@ -112,6 +112,11 @@ def test_write_errors_and_checks(data_dir: Path) -> None:
         memory.add("decision", "   ")
     with pytest.raises(UsageError, match="importance must be 1-5"):
         memory.add("decision", "Use Redis", importance=9)
+    with pytest.raises(UsageError, match="a lesson needs error_pattern, oversight, fix, rule, severity, scope"):
+        memory.add("lesson", situation="deploy")
+    with pytest.raises(UsageError, match="unknown field 'redact' for a lesson"):
+        memory.add("lesson", **LESSON, redact=False)
+    assert memory.add("observation", "tagged once", tags="db").tags == ["db"]  # a lone tag, not ["d", "b"]
     with pytest.raises(UsageError, match="force and merge"):
         memory.add("decision", "Use Redis", force=True, merge=True)
 
@@ -119,9 +124,10 @@ def test_write_errors_and_checks(data_dir: Path) -> None:
     with pytest.raises(DuplicateError) as duplicate:
         memory.add("decision", "Use Redis for the session cache")
     assert duplicate.value.existing_id == first.id and isinstance(duplicate.value, LoreError)
+    before = memory.stats()["records"]
     with pytest.warns(LoreWarning, match=f"merged into {first.id}"):
         merged = memory.add("decision", "Use Redis for the session cache", merge=True)
-    assert merged.id == first.id and memory.stats()["records"] == 1
+    assert merged.id == first.id and memory.stats()["records"] == before
     with pytest.warns(LoreWarning, match=f"written despite a likely duplicate of {first.id}"):
         forced = memory.add("decision", "Use Redis for the session cache", force=True)
     assert forced.id != first.id
