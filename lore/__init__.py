@@ -1,3 +1,73 @@
-"""lore: a memory that compounds, for software engineers and their coding agents."""
+"""lore: a memory that compounds, for software engineers and their coding agents.
+
+The public API is ``Lore`` (docs/api.md), its record and response types and its
+errors. They resolve on first use, so ``import lore`` stays as cheap as the prompt
+hook and ``lore --version`` need it to be.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from lore.api import Lore, SearchHit, SearchResponse
+    from lore.context import ContextBlock, ContextItem
+    from lore.errors import (
+        DataError,
+        DuplicateError,
+        IndexUnavailableError,
+        LockTimeoutError,
+        LoreError,
+        LoreWarning,
+        ModelError,
+        NotFoundError,
+        UnsafeRewriteError,
+        UsageError,
+    )
+    from lore.store.records import Record
+    from lore.store.store import Edge
+
+__all__ = [
+    "ContextBlock",
+    "ContextItem",
+    "DataError",
+    "DuplicateError",
+    "Edge",
+    "IndexUnavailableError",
+    "LockTimeoutError",
+    "Lore",
+    "LoreError",
+    "LoreWarning",
+    "ModelError",
+    "NotFoundError",
+    "Record",
+    "SearchHit",
+    "SearchResponse",
+    "UnsafeRewriteError",
+    "UsageError",
+    "__version__",
+]
+
+_HOMES = {
+    "Lore": "lore.api", "SearchHit": "lore.api", "SearchResponse": "lore.api",
+    "ContextBlock": "lore.context", "ContextItem": "lore.context",
+    "Record": "lore.store.records", "Edge": "lore.store.store",
+    **dict.fromkeys(("DataError", "DuplicateError", "IndexUnavailableError", "LockTimeoutError", "LoreError",
+                     "LoreWarning", "ModelError", "NotFoundError", "UnsafeRewriteError", "UsageError"), "lore.errors"),
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        # AttributeError (not ImportError) lets `from lore import capture` import the submodule.
+        raise AttributeError(f"module 'lore' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

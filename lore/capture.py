@@ -343,22 +343,8 @@ def supersede(store: Store, old_id: str, new_id: str) -> Record:
     return updated
 
 
-def validation_confidence(confidence: float, validations: int) -> float:
-    """Each validation closes a fraction of the remaining gap to 1: diminishing steps, never 1."""
-    step = 0.2 / (1 + 0.25 * validations)
-    return round(min(0.99, confidence + (1.0 - confidence) * step), 4)
-
-
 def validate_pattern(store: Store, pattern_id: str) -> Record:
-    record = store.load().get(pattern_id)
-    if record.kind not in ("pattern", "lesson", "anti_pattern"):
-        raise UsageError(f"{record.id} is a {record.kind}; only patterns can be validated")
+    """One more success of a pattern (``lore validate``): see ``lore.curate.reliability`` for the rule."""
+    from lore.curate.reliability import record_outcome
 
-    def mutate(raw: dict[str, Any]) -> None:
-        stored = raw.get("validations")
-        validations = stored if isinstance(stored, int) else 0
-        confidence = record.confidence
-        raw["validations"] = validations + 1
-        raw["confidence"] = validation_confidence(confidence, validations)
-
-    return store.update(record.id, mutate, op="validate")
+    return record_outcome(store, pattern_id, success=True)

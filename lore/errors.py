@@ -75,6 +75,13 @@ class ModelError(LoreError):
     """The embedding model could not be loaded; lexical search still works."""
 
 
+class LoreWarning(UserWarning):
+    """A notice about a write that succeeded (a possible contradiction, a skipped check, ...).
+
+    The CLI prints these as ``Warning: ...``; the library (``lore.Lore``) issues them
+    through ``warnings.warn`` so a program can log, ignore or escalate them.
+    """
+
 def format_location(path: Path | str | None, line: int | None, field: str | None) -> str:
     """``file:line: field 'x': `` prefix for data errors and warnings."""
     parts = []
@@ -84,3 +91,4 @@ def format_location(path: Path | str | None, line: int | None, field: str | None
     if field:
         prefix = f"{prefix}: field '{field}'" if prefix else f"field '{field}'"
     return f"{prefix}: " if prefix else ""
+

@@ -225,8 +225,39 @@ def test_retract_delete_supersede_validate(cli, initialised: Path) -> None:
     pattern_id = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]["id"]
     first = cli("validate", pattern_id).stdout
     second = cli("validate", pattern_id).stdout
+    # validate is `outcome --success`: the Beta mean (s + 4 * 0.5) / (s + 4), so 3/5 then 4/6.
     assert first == f"Validated {pattern_id}: 1 validation(s), confidence 0.60\n"
-    assert second == f"Validated {pattern_id}: 2 validation(s), confidence 0.66\n"
+    assert second == f"Validated {pattern_id}: 2 validation(s), confidence 0.67\n"
+
+
+def test_outcome_prune_restore(cli, initialised: Path) -> None:
+    cli("learn", "Retry with jitter", "--solution", "Sleep a random share of the backoff")
+    pattern_id = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]["id"]
+    assert cli("outcome", pattern_id, "--success").stdout == (
+        f"Recorded success of {pattern_id}: 1 success(es), 0 failure(s), confidence 0.60\n")
+    # (0.6 * 5 + 0) / 6 = 0.5, then (0.5 * 6) / 7 = 0.4286, then 3 / 8 = 0.375
+    for expected in ("0.50", "0.43", "0.38"):
+        out = cli("outcome", pattern_id, "--failure").stdout
+        assert out.endswith(f"failure(s), confidence {expected}\n"), out
+    stored = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]
+    assert (stored["validations"], stored["failures"], stored["confidence"]) == (1, 3, 0.375)
+    assert cli("outcome", pattern_id).exit_code == 2  # --success or --failure is required
+
+    cli("learn", "Untested idea", "--solution", "Nobody tried it yet", "--confidence", "0.1")
+    assert cli("prune", "--below", "0.4", "--dry-run").stdout.startswith(f"Would retract {pattern_id} (confidence 0.38")
+    assert yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0] == stored  # a dry run writes nothing
+    out = cli("prune", "--below", "0.4").stdout
+    assert out.startswith(f"Retracted {pattern_id} ") and "Untested idea" not in out
+    pruned = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]
+    assert pruned["status"] == "retracted" and pruned["retracted_reason"].startswith("pruned: reliability 0.38 below 0.40")
+    assert cli("prune", "--below", "0.4").stdout == "No pattern with a recorded failure is below 0.40\n"
+    assert cli("restore", pattern_id).stdout == f"Restored pattern {pattern_id}: Retry with jitter\n"
+    restored = yaml.safe_load((initialised / PATTERNS).read_text())["patterns"][0]
+    assert restored["status"] == "active" and restored["retracted_reason"] is None
+    ops = [e["op"] for e in read_jsonl(initialised / "audit/log.jsonl") if e["id"] == pattern_id]
+    assert ops == ["retain", "validate", "outcome", "outcome", "outcome", "prune", "restore"]
+    refused = cli("restore", pattern_id)
+    assert refused.exit_code == 2 and "only a retracted record can be restored" in refused.stderr
 
 
 def test_unlink_and_unknown_relation(cli, initialised: Path) -> None:
@@ -370,3 +401,25 @@ def test_an_explicit_data_dir_that_does_not_exist_stays_an_error(tmp_path, cli) 
     result = cli("--data-dir", str(missing), "remember", "Use PgBouncer in transaction mode")
     assert result.exit_code == 1
     assert "does not exist" in result.stderr and not missing.exists()
+
+
+def test_reflect_command(cli, initialised: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    assert cli("reflect").stderr == "Error: nothing to reflect on\nHint: record some memories first\n"
+    cli("remember", "Store sessions in Postgres", "--rationale", "Transactions with orders")
+    cli("observe", "Postgres session table needs an index on expires_at")
+    script = tmp_path / "broken-llm.sh"
+    script.write_text("#!/bin/sh\nexit 3\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("LORE_LLM_CMD", str(script))
+    result = cli("reflect", "--json")
+    assert result.exit_code == 0
+    assert result.stderr == "Warning: LORE_LLM_CMD failed (LORE_LLM_CMD exited 3); the reflection is extractive\n"
+    stored = orjson.loads(result.stdout)
+    observations = read_jsonl(initialised / "inbox/data/observations.jsonl")
+    reflection = next(o for o in observations if o.get("type") == "reflection")
+    assert stored["id"] == reflection["id"] and reflection["method"] == "extractive" and len(reflection["derived_from"]) == 2
+    audit = read_jsonl(initialised / "audit/log.jsonl")
+    assert [(e["op"], e["actor"]) for e in audit if e["id"] == reflection["id"]][:2] == [("reflect", "test"), ("link", "test")]
+    monkeypatch.delenv("LORE_LLM_CMD")
+    out = cli("reflect", "postgres sessions", "--lookback", "5").stdout
+    assert out.startswith("Reflected obs-") and "Reflection on postgres sessions (2 record(s) considered)" in out

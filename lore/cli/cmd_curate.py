@@ -1,8 +1,8 @@
-"""Commands that change records: retract, delete, supersede, link, unlink, validate, audit."""
+"""Commands that change records: retract, restore, delete, supersede, link, unlink, outcome (validate), prune, reflect, audit."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
@@ -80,14 +80,99 @@ def unlink(
     typer.echo(f"Removed {removed} edge(s) from {source} to {target}")
 
 
+def _outcome_line(record: Any, success: bool) -> str:
+    from lore.curate.reliability import failures, successes
+
+    what = "success" if success else "failure"
+    return (f"Recorded {what} of {record.id}: {successes(record)} success(es), {failures(record)} failure(s), "
+            f"confidence {record.confidence:.2f}")  # fmt: skip
+
+
+@app.command()
+def outcome(
+    ctx: typer.Context,
+    pattern_id: str = typer.Argument(..., help="Pattern (or lesson) that was applied."),
+    success: bool = typer.Option(..., "--success/--failure", help="Whether applying it worked."),
+) -> None:
+    """Count one success or failure of a pattern; its confidence follows the counts (docs/api.md)."""
+    from lore.curate.reliability import record_outcome
+
+    record = record_outcome(state(ctx).store(), pattern_id, success)
+    typer.echo(_outcome_line(record, success))
+
+
 @app.command()
 def validate(
     ctx: typer.Context,
     pattern_id: str = typer.Argument(..., help="Pattern that proved itself again."),
 ) -> None:
-    """Count one more validation of a pattern; its confidence rises toward 1 in shrinking steps."""
+    """Alias of `lore outcome ID --success` (the original Lore's name)."""
     record = capture.validate_pattern(state(ctx).store(), pattern_id)
     typer.echo(f"Validated {record.id}: {record.raw.get('validations')} validation(s), confidence {record.confidence:.2f}")
+
+
+@app.command()
+def prune(
+    ctx: typer.Context,
+    below: float = typer.Option(..., "--below", min=0.0, max=1.0, help="Retract patterns whose confidence failures brought below this."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="List what would be retracted; change nothing."),
+) -> None:
+    """Retract unreliable patterns (reversible: `lore restore ID`; audited as prune)."""
+    from lore.curate.reliability import failures, successes
+    from lore.curate.reliability import prune as run_prune
+
+    found = run_prune(state(ctx).store(), below, dry_run=dry_run)
+    verb = "Would retract" if dry_run else "Retracted"
+    for item in found:
+        record = item.record
+        typer.echo(f"{verb} {record.id} (confidence {item.reliability:.2f}, {successes(record)} success(es), "
+                   f"{failures(record)} failure(s)): {record.title}")  # fmt: skip
+    if not found:
+        typer.echo(f"No pattern with a recorded failure is below {below:.2f}")
+
+
+@app.command()
+def reflect(
+    ctx: typer.Context,
+    topic: str | None = typer.Argument(None, help="What to reflect on (default: the newest memories)."),
+    lookback: int = typer.Option(50, "--lookback", min=1, max=1000, help="How many records to consider."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored reflection as JSON."),
+) -> None:
+    """Store a reflection: a summary of recent memories (on TOPIC), linked to what it was drawn from.
+
+    LORE_LLM_CMD writes it when set; otherwise it names the most central records and what links them.
+    """
+    import warnings
+
+    from lore.api import Lore
+    from lore.render.records import record_json
+    from lore.store.audit import actor_from_env
+
+    st = state(ctx)
+    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=actor_from_env("cli"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = memory.reflect(topic, lookback)
+    memory.close()
+    for warning in caught:
+        typer.echo(f"Warning: {warning.message}", err=True)
+    if as_json:
+        typer.echo(orjson.dumps(record_json(record)).decode())
+    else:
+        typer.echo(f"Reflected {record.id} ({record.raw.get('method')}, from {', '.join(record.raw.get('derived_from') or [])})")
+        typer.echo(record.raw.get("content") or "")
+
+
+@app.command()
+def restore(
+    ctx: typer.Context,
+    record_id: str = typer.Argument(..., help="A retracted (or pruned) record."),
+) -> None:
+    """Make a retracted record active again."""
+    from lore.curate.reliability import restore as run_restore
+
+    record = run_restore(state(ctx).store(), record_id)
+    typer.echo(f"Restored {KIND_LABEL[record.kind]} {record.id}: {record.title}")
 
 
 @audit_app.command("verify")

@@ -22,7 +22,8 @@ from lore.store.fileio import append_line
 
 AUDIT_PATH = Path("audit") / "log.jsonl"
 GENESIS = "0" * 64
-OPS = ("retain", "retract", "delete", "link", "unlink", "supersede", "merge", "lesson", "migrate", "validate", "update", "sync")
+OPS = ("retain", "retract", "delete", "link", "unlink", "supersede", "merge", "lesson", "migrate", "validate",
+       "outcome", "prune", "restore", "reflect", "update", "sync")
 
 
 def default_actor(channel: str = "cli") -> str:

@@ -1,0 +1,361 @@
+"""``lore.Lore``: lore as a library, one object in front of the core the CLI uses.
+
+Every method is a thin wrapper over the same core function a CLI command calls
+(``lore.capture``, ``lore.store``, ``lore.search``, ``lore.context``, ``lore.curate``),
+so a write through the API gets the same input checks, secret scrubber, duplicate and
+contradiction checks and audit entry as ``lore remember``. Constructing a ``Lore``
+imports nothing heavy and reads nothing: the store is read on the first call that
+needs it, the index opened (and refreshed) on the first search, and the embedding
+model loaded on the first query that needs vectors (RFC-0011 §7.3).
+
+Reference: docs/api.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from lore.errors import LoreWarning, NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from lore.capture import WriteResult
+    from lore.context import ContextBlock
+    from lore.index.manager import IndexReader
+    from lore.paths import Locations
+    from lore.rank.pipeline import SearchResponse as RankedResponse
+    from lore.search import SearchSession
+    from lore.store import Record, Store
+    from lore.store.store import Edge
+
+__all__ = ["Lore", "SearchHit", "SearchResponse"]
+
+# The search options ``Lore.search`` accepts: those of `lore search`, by their core names.
+SEARCH_OPTIONS = frozenset({
+    "limit", "kinds", "project", "tags", "since", "until", "include_all", "intent", "graph_depth",
+    "channels", "diversity", "disable", "weights", "adaptive", "fusion",
+})  # fmt: skip
+# Per kind: the capture function (in lore.capture) and its main text parameter; ``text=`` names it too.
+_WRITERS = {
+    "decision": ("remember", "decision"),
+    "pattern": ("learn", "name"),
+    "anti_pattern": ("learn_anti", "name"),
+    "handoff": ("handoff", "message"),
+    "failure": ("fail", "message"),
+    "observation": ("observe", "content"),
+}
+_WRITE_OPTIONS = ("redact", "force", "merge")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result: enough to show it and to fetch the record (``Lore.get(hit.id)``)."""
+
+    id: str
+    kind: str
+    title: str
+    content: str
+    score: float
+    project: str | None
+    status: str
+    timestamp: str | None  # ISO 8601, UTC
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    """Hits best first; ``evidence_gap`` when lore holds no reliable memory for the query."""
+
+    query: str
+    hits: tuple[SearchHit, ...]
+    evidence_gap: bool
+    warnings: tuple[str, ...] = ()
+
+
+class Lore:
+    """A lore memory: a data dir (the flat files, the truth) and its index (derived, disposable).
+
+    ``data_dir`` and ``index_dir`` default as on the command line (``LORE_DATA_DIR``, the
+    platform data dir; ``LORE_INDEX_DIR``, a per-data-dir cache folder). ``project`` is
+    the project new records belong to and searches favour (default: detected from the
+    working directory, as the CLI does). ``actor`` is who the audit log names (default:
+    ``LORE_ACTOR``, else ``api:user@host``).
+    """
+
+    def __init__(self, data_dir: str | Path | None = None, index_dir: str | Path | None = None,
+                 project: str | None = None, *, actor: str | None = None) -> None:  # fmt: skip
+        self._data_dir = data_dir
+        self._index_dir = index_dir
+        self._project = project
+        self._actor = actor
+        self._locations: Locations | None = None
+        self._store: Store | None = None
+        self._session: SearchSession | None = None
+
+    def __repr__(self) -> str:
+        return f"Lore(data_dir={str(self.data_dir)!r})"
+
+    # -- where ----------------------------------------------------------------------
+    @property
+    def locations(self) -> Locations:
+        if self._locations is None:
+            from lore.paths import Locations
+
+            self._locations = Locations.resolve(self._data_dir, self._index_dir)
+        return self._locations
+
+    @property
+    def data_dir(self) -> Path:
+        return self.locations.data_dir
+
+    @property
+    def index_dir(self) -> Path:
+        return self.locations.index_dir
+
+    @property
+    def project(self) -> str:
+        if self._project is None:
+            from lore.project import detect_project
+
+            self._project = detect_project()
+        return self._project
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            import os
+
+            from lore.store import Store
+            from lore.store.audit import actor_from_env
+
+            # As the CLI: only the default data dir is created on a first write; a named one
+            # that does not exist is more likely a typo.
+            default = self._data_dir is None and not os.environ.get("LORE_DATA_DIR")
+            actor = self._actor or actor_from_env("api")
+            self._store = Store(self.data_dir, actor=actor, create_missing=default)
+        return self._store
+
+    def init(self) -> list[Path]:
+        """Create the data dir in the original Lore layout (existing files are kept); the files created."""
+        return self.store.init()
+
+    # -- writes ---------------------------------------------------------------------
+    def add(self, kind: str, text: str | None = None, /, **fields: Any) -> Record:
+        """Store a record of ``kind`` (decision, pattern, anti-pattern, lesson, handoff, failure, observation).
+
+        ``fields`` are those of the matching CLI command, by their core names (docs/api.md);
+        the main text is the first argument or ``text=``. ``redact`` (default True),
+        ``force`` and ``merge`` are the write options. A near-duplicate raises
+        ``DuplicateError`` unless ``force`` or ``merge`` (which returns the record merged
+        into); contradictions and other notices are issued as ``LoreWarning``.
+        """
+        from lore import capture
+        from lore.store.records import normalise_kind
+
+        kind = normalise_kind(kind)
+        if "text" in fields:
+            if text is not None:
+                raise UsageError("the text is given twice (as an argument and as text=)")
+            text = fields.pop("text")
+        if kind == "lesson":
+            if text is not None:
+                raise UsageError("a lesson has no main text", hint="give situation=, error_pattern=, oversight=, fix=, rule=, severity=, scope=")
+            _check_fields(self.distill_lesson, fields, kind, ())
+            return self.distill_lesson(**fields)
+        function_name, main = _WRITERS[kind]
+        writer: Callable[..., WriteResult] = getattr(capture, function_name)
+        if text is not None:
+            if main in fields:
+                raise UsageError(f"the text is given twice (as an argument and as {main}=)")
+            fields[main] = text
+        redact, force, merge = (bool(fields.pop(name, default)) for name, default in zip(_WRITE_OPTIONS, (True, False, False), strict=True))
+        if force and merge:
+            raise UsageError("force and merge exclude each other")
+        _check_fields(writer, fields, kind, _WRITE_OPTIONS)
+        options = capture.WriteOptions(redact=redact, force=force, merge=merge,
+                                       check_duplicates=kind in ("decision", "pattern", "anti_pattern"))  # fmt: skip
+        result = writer(self.store, project=self.project, options=options, **fields)
+        _warn(result.notices, result.record.id)
+        return result.record
+
+    ingest = add
+
+    def retract(self, record_id: str, reason: str) -> Record:
+        """Hide a record from search, keeping it in its file with the reason (``restore`` undoes it)."""
+        from lore import capture
+
+        return capture.retract(self.store, record_id, reason)
+
+    def restore(self, record_id: str) -> Record:
+        """Make a retracted (or pruned) record active again."""
+        from lore.curate.reliability import restore
+
+        return restore(self.store, record_id)
+
+    def delete(self, record_id: str) -> Record:
+        """Remove a record and its edges from the files for good; the deleted record."""
+        return self.store.delete(record_id)
+
+    def supersede(self, old_id: str, new_id: str) -> Record:
+        """Mark ``old_id`` superseded by ``new_id`` (and add a ``supersedes`` edge); the old record."""
+        from lore import capture
+
+        return capture.supersede(self.store, old_id, new_id)
+
+    def link(self, source: str, target: str, relation: str = "relates_to", *, weight: float = 1.0) -> Edge:
+        """Add a typed edge (relates_to, depends_on, contradicts, derived_from, ...)."""
+        return self.store.link(source, target, relation, weight=weight)
+
+    # -- reads ----------------------------------------------------------------------
+    def get(self, record_id: str) -> Record | None:
+        """The record with this id (or unique prefix of 6+ characters); None when there is none."""
+        try:
+            return self.store.load().get(record_id)
+        except NotFoundError:
+            return None
+
+    def stats(self) -> dict[str, Any]:
+        """Records by type, status and project, edges and load warnings (as `lore stats --json`)."""
+        from lore.store.health import summary
+
+        store = self.store
+        store.require()
+        return summary(store, store.load())
+
+    def search(self, query: str, **options: Any) -> SearchResponse:
+        """Hybrid search, as `lore search` (options: limit, kinds, tags, since, until, include_all, ...)."""
+        response, reader = self._search(query, options)
+        from lore.render.results import iso
+
+        hits = []
+        for hit in response.hits:
+            doc = reader.table.doc(hit.row)
+            hits.append(SearchHit(hit.id, hit.kind, str(doc["title"]), str(doc["content"]), round(hit.score, 6),
+                                  hit.project, hit.status, iso(hit.time)))  # fmt: skip
+        return SearchResponse(response.query, tuple(hits), response.gap.gap, tuple(response.warnings))
+
+    def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
+        """The agent-ready block of the most relevant memories within a token budget (as `lore context`)."""
+        from lore.context import CHARS_PER_TOKEN, assemble
+
+        if budget_tokens < 10 or max_items < 1:
+            raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
+        response, reader = self._search(query, {"limit": max_items, "graph_depth": 1})
+        return assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
+
+    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> tuple[RankedResponse, IndexReader]:
+        from lore.paths import require_data_dir
+        from lore.search import SearchSession, refresh_policy, search, search_options
+
+        if not query.strip():
+            raise UsageError("the query is empty")
+        unknown = sorted(set(options) - SEARCH_OPTIONS)
+        if unknown:
+            raise UsageError(f"unknown search option {unknown[0]!r}", hint="options: " + ", ".join(sorted(SEARCH_OPTIONS)))
+        require_data_dir(self.data_dir)
+        opts = search_options(**options, current_project=self.project)
+        opts.retrieval_limit = max(opts.retrieval_limit, opts.limit)
+        if self._session is None:
+            self._session = SearchSession(self.locations)
+        return search(self._session, query, opts, policy=refresh_policy(), log_access=log_access)
+
+    # -- lessons (RFC-0011) -------------------------------------------------------------
+    def distill_lesson(self, situation: str, error_pattern: str, oversight: str, fix: str, rule: str,
+                       severity: str, scope: str, inverse: str | None = None, confidence: float = 0.7,
+                       tags: list[str] | None = None) -> Record:  # fmt: skip
+        """Store a lesson; idempotent on ``sha256(error_pattern + scope)[:16]`` (docs/lessons.md).
+
+        The same error pattern and scope again returns the stored lesson unless the new one
+        has a higher confidence, which supersedes it (the old one is kept as history).
+        """
+        from lore.curate.lessons import record_lesson
+
+        result = record_lesson(self.store, situation=situation, error_pattern=error_pattern, oversight=oversight,
+                               fix=fix, rule=rule, severity=severity, scope=scope, inverse=inverse,
+                               confidence=confidence, tags=tags, project=self.project)  # fmt: skip
+        _warn(result.notices, result.record.id)
+        return result.record
+
+    def query_lessons(self, query: str, limit: int = 5) -> list[Record]:
+        """Active lessons sharing words with ``query``: most severe first, then most relevant (as `lore lessons`)."""
+        from lore.curate.lessons import list_lessons
+
+        store = self.store
+        store.require()
+        return [record for record, _ in list_lessons(store, query, limit=limit)]
+
+    # -- reflection and reliability (RFC-0011) --------------------------------------------
+    def reflect(self, topic: str | None = None, lookback: int = 50) -> Record:
+        """Synthesize a belief over recent memories (on ``topic``), stored as a reflection.
+
+        The records considered are the ``lookback`` newest active ones, or with a topic the
+        ``lookback`` best search hits for it. The text comes from ``LORE_LLM_CMD`` when set,
+        else it is extractive. See ``lore.curate.reflect``.
+        """
+        from lore.curate.reflect import reflect
+
+        records = None
+        if topic is not None and topic.strip():
+            if lookback < 1:
+                raise UsageError(f"lookback must be at least 1, got {lookback}")
+            response, _ = self._search(topic, {"limit": lookback}, log_access=False)
+            snapshot = self.store.load()
+            found = [] if response.gap.gap else response.hits
+            records = [snapshot.records[h.id] for h in found if h.id in snapshot.records]
+        result = reflect(self.store, project=self.project, topic=topic, records=records, lookback=lookback)
+        if result.notice:
+            _warn([result.notice], result.record.id)
+        return result.record
+
+    def record_outcome(self, pattern_id: str, success: bool) -> Record:
+        """Count a success or failure of a pattern or lesson; its confidence follows (Beta mean, docs/api.md)."""
+        from lore.curate.reliability import record_outcome
+
+        return record_outcome(self.store, pattern_id, success)
+
+    def prune(self, threshold: float, *, dry_run: bool = False) -> list[Record]:
+        """Retract the patterns that recorded failures brought below ``threshold`` (``restore`` undoes it)."""
+        from lore.curate.reliability import prune
+
+        return [p.record for p in prune(self.store, threshold, dry_run=dry_run)]
+
+    # -- lifetime -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the open index (a later search opens it again)."""
+        if self._session is not None and self._session.reader is not None:
+            self._session.reader.close()
+        self._session = None
+
+    def __enter__(self) -> Lore:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:  # fmt: skip
+        self.close()
+
+
+def _check_fields(function: Callable[..., Any], fields: dict[str, Any], kind: str, extra: tuple[str, ...]) -> None:
+    """Refuse unknown and missing fields with a ``UsageError``; a lone string for a list field becomes a list."""
+    parameters = [p for p in inspect.signature(function).parameters.values()
+                  if p.name not in ("self", "store", "project", "options")]  # fmt: skip
+    names = [p.name for p in parameters]
+    label = kind.replace("_", "-")
+    unknown = sorted(set(fields) - set(names))
+    if unknown:
+        raise UsageError(f"unknown field {unknown[0]!r} for a {label}", hint="fields: " + ", ".join([*names, *extra]))
+    missing = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.name not in fields]
+    if missing:
+        raise UsageError(f"a {label} needs {', '.join(missing)}")
+    for parameter in parameters:
+        if isinstance(fields.get(parameter.name), str) and str(parameter.annotation).startswith("list["):
+            fields[parameter.name] = [fields[parameter.name]]  # tags="db" means ["db"], not ["d", "b"]
+
+
+def _warn(notices: list[str], record_id: str) -> None:
+    for notice in notices:
+        warnings.warn(notice.replace("{new_id}", record_id), LoreWarning, stacklevel=3)
