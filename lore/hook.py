@@ -239,6 +239,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": _gap_line(),
                            "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
         if text is None:
+            start_helper(locations)  # for the next prompt; this one does not wait for it
             text = _in_process(prompt, cwd, budget, started, deadline, locations)
         if text and len(text) <= budget:
             stdout.write(hook_output("UserPromptSubmit", text) + "\n")
@@ -248,6 +249,16 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
             return 0
         log_failure(type(exc).__name__, str(exc))
     return 0
+
+
+def start_helper(locations: Any) -> None:
+    """Start the warm helper in the background when none runs (``lore.server.ensure_started``); never raises."""
+    try:
+        from lore.server import ensure_started
+
+        ensure_started(locations.index_dir, locations.data_dir)
+    except Exception as exc:
+        log_failure("server-start", repr(exc))
 
 
 def opt_out_path(session_id: str) -> Path:

@@ -1,12 +1,15 @@
-"""The optional warm helper: one process per index that keeps the index, model and graph loaded.
+"""The warm helper: one process per index that keeps the index, model and graph loaded.
 
 A prompt hook pays the interpreter start plus a socket round trip instead of
 importing numpy and the tokenizer and loading the index every time.
-Rules: a single instance per index (file lock); it exits after an idle period
-(default 10 minutes) and when its index is rebuilt; ``lore server status|stop``
-show and stop it; it only starts when the user enabled it (``lore server start``,
-or ``LORE_SERVER=auto`` / ``lore server enable`` for the hook to start it);
-the hook falls back to in-process work whenever it does not answer.
+Rules: the SessionStart hook starts it in the background (so the first prompt
+is warm) and the prompt hook starts it when none runs, both without waiting for
+it (``ensure_started``); ``lore server disable`` or ``LORE_SERVER=off`` turn
+that off. A single instance per index (file lock). It exits after an idle
+period (default 10 minutes), when its index is rebuilt or removed, when its
+data dir disappears, and when its resident memory passes ``max_rss_bytes()``
+(the next prompt starts a fresh one). ``lore server status|stop`` show and stop
+it; the hook falls back to in-process work whenever it does not answer.
 Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
 """
 
@@ -29,6 +32,13 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_S = 600
 ACCEPT_POLL_S = 1.0
 MAX_REQUEST = 1 << 20
+# The helper exits once its resident set passes this (LORE_SERVER_MAX_RSS_MB overrides):
+# about 100 MB at 10,000 records and 250 MB at 50,000 here, so only a leak or a far
+# larger store reaches it; the next prompt then starts a fresh helper.
+DEFAULT_MAX_RSS_MB = 512
+# A helper that was spawned but died before serving (no usable data, a crash) is not
+# respawned by every prompt: at most once per this many seconds.
+SPAWN_RETRY_S = 10.0
 
 
 def _key(index_dir: Path) -> str:
@@ -40,7 +50,8 @@ def server_paths(index_dir: Path) -> dict[str, Path]:
 
     base = cache_dir() / "server"
     key = _key(index_dir)
-    return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json"}
+    return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json",
+            "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
 
 
 def _current_index_dir() -> Path:
@@ -50,12 +61,37 @@ def _current_index_dir() -> Path:
 
 
 def auto_start_enabled() -> bool:
+    """Whether the hooks start the helper: on unless ``LORE_SERVER=off`` or ``lore server disable``."""
     value = os.environ.get("LORE_SERVER")
-    if value is not None:
-        return value.lower() in ("auto", "on", "1", "yes")
+    if value is not None and value.strip():
+        return value.strip().lower() not in ("off", "0", "false", "no", "disable", "disabled")
     from lore.paths import state_dir
 
-    return (state_dir() / "server-auto").exists()
+    return not (state_dir() / "server-off").exists()
+
+
+def max_rss_bytes() -> int:
+    try:
+        megabytes = float(os.environ.get("LORE_SERVER_MAX_RSS_MB", DEFAULT_MAX_RSS_MB))
+    except ValueError:
+        megabytes = DEFAULT_MAX_RSS_MB
+    return int(max(32.0, megabytes) * 1024 * 1024)
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set now (Linux), else its peak (other Unixes); None when unknown."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return None
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> str | None:
@@ -63,8 +99,6 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
     index_dir = index_dir or _current_index_dir()
     paths = server_paths(index_dir)
     if not paths["socket"].exists():
-        if auto_start_enabled():
-            start_detached(index_dir)
         return None
     remaining = deadline - time.monotonic()
     if remaining <= 0.01:
@@ -93,21 +127,60 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
     return text if isinstance(text, str) else None
 
 
-def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S) -> int:
-    """Start a helper in its own session (it outlives this process by design); return its pid."""
+def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None) -> int:
+    """Start a helper in its own session (it outlives this process by design); return its pid.
+
+    Spawn and return: nothing here waits for the helper. Its stdin, stdout and stderr
+    are not the caller's (an agent waits for a hook's pipes to close), its working
+    directory is ``/`` (it pins no directory) and its locations are absolute.
+    """
     import subprocess
 
-    index_dir = index_dir or _current_index_dir()
+    index_dir = (index_dir or _current_index_dir()).absolute()
     paths = server_paths(index_dir)
     paths["dir"].mkdir(parents=True, exist_ok=True)
-    log = (paths["dir"] / f"{_key(index_dir)}.log").open("ab")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lore", "server", "run", "--idle", str(idle)],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
-        env={**os.environ, "LORE_INDEX_DIR": str(index_dir)},
-    )  # fmt: skip
-    log.close()
+    env = {**os.environ, "LORE_INDEX_DIR": str(index_dir)}
+    if data_dir is not None:
+        env["LORE_DATA_DIR"] = str(data_dir.absolute())
+    elif env.get("LORE_DATA_DIR"):
+        env["LORE_DATA_DIR"] = os.path.abspath(env["LORE_DATA_DIR"])
+    with paths["log"].open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lore", "server", "run", "--idle", str(idle)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
+            cwd="/", env=env,
+        )  # fmt: skip
+    # Never waited for: once this (short-lived) process exits, init reaps the helper.
     return process.pid
+
+
+def ensure_started(index_dir: Path, data_dir: Path) -> int | None:
+    """Start a helper for ``index_dir`` in the background unless one serves or is starting.
+
+    Never waits for it: the caller (a hook) answers this prompt without it. Returns the
+    new helper's pid, or None when none was started (disabled, no data dir, one runs,
+    or one died moments ago). Costs a few stat calls when a helper runs.
+    """
+    if not auto_start_enabled() or not data_dir.is_dir():
+        return None
+    paths = server_paths(index_dir)
+    if read_status(index_dir) is not None:
+        return None
+    try:
+        spawned = json.loads(paths["spawn"].read_text())
+        pid, at = int(spawned["pid"]), float(spawned["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pid, at = 0, 0.0
+    if pid and _alive(pid):
+        return None  # still warming up (it writes its status once it serves)
+    if 0.0 <= time.time() - at < SPAWN_RETRY_S:
+        return None
+    pid = start_detached(index_dir, data_dir=data_dir)
+    with contextlib.suppress(OSError):
+        tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
+        tmp.replace(paths["spawn"])
+    return pid
 
 
 def read_status(index_dir: Path | None = None) -> dict[str, Any] | None:
@@ -161,29 +234,39 @@ def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
 
 
 def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
-    """Run the helper in the foreground until idle, rebuilt, or stopped. Returns an exit code."""
+    """Run the helper in the foreground until idle, rebuilt, gone, too big or stopped. Returns an exit code."""
     import signal
 
     import filelock
 
-    from lore.hook import context_for_prompt, log_failure
-    from lore.index.manager import IndexManager
     from lore.paths import Locations
-    from lore.search import SearchSession
 
     locations = Locations.resolve()
     paths = server_paths(locations.index_dir)
     paths["dir"].mkdir(parents=True, exist_ok=True)
+    # The lock first, before the heavy imports: a second helper started by a racing hook
+    # leaves within milliseconds.
     lock = filelock.FileLock(str(paths["lock"]), timeout=0)
     try:
         lock.acquire()
     except filelock.Timeout:
         return 3  # another helper already serves this index
+    from lore.hook import context_for_prompt, log_failure
+    from lore.index.manager import IndexManager
+    from lore.search import SearchSession
+
+    if not locations.data_dir.is_dir():
+        lock.release()
+        sys.stderr.write(f"lore server exiting: no data dir at {locations.data_dir}\n")
+        return 1
     session = SearchSession(locations)
     manager = IndexManager(locations)
-    # Warm everything a request needs before announcing ourselves (building the index if there is none).
+    # Warm everything a request needs before announcing ourselves. Without an index, build
+    # one first, in a child process: a build's peak memory stays out of the helper.
     # Without a readable index there is nothing to serve: the hook works in-process.
     try:
+        if manager.read_meta() is None:
+            _build_in_child(locations)
         stamp = _meta_stamp(manager)
         reader = session.open("ignore")
         _warm(reader)
@@ -235,6 +318,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
 
+    rss_limit = max_rss_bytes()
     write_status()
     reason = "stopped"
     try:
@@ -256,8 +340,18 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             if time.monotonic() - last_used > idle_seconds:
                 reason = "idle"
                 break
+            if not locations.data_dir.is_dir():
+                reason = "data dir gone"
+                break
+            if not locations.index_dir.is_dir():
+                reason = "index dir gone"
+                break
             if manager.current_dir() != generation:
                 reason = "index rebuilt"
+                break
+            resident = rss_bytes()
+            if resident is not None and resident > rss_limit:
+                reason = f"resident memory {resident / 1048576:.0f} MiB above the {rss_limit / 1048576:.0f} MiB bound"
                 break
             if time.monotonic() >= next_check:
                 # Stale-while-revalidate: requests are answered from the loaded index; a
@@ -290,6 +384,8 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             with contextlib.suppress(FileNotFoundError):
                 paths[key].unlink()
         lock.release()
+        if reason != "stopped":
+            log_failure("server", f"exiting: {reason}")
         sys.stderr.write(f"lore server exiting: {reason}\n")
     return 0
 
@@ -459,6 +555,16 @@ class _Refresher:
         with self.lock:
             self.child = None
             return None if self.stopping else int(code)
+
+
+def _build_in_child(locations: Any) -> None:
+    """Build a missing index in a child process (``refresh_child``) and wait for it."""
+    import subprocess
+
+    env = {**_ONE_CORE, **os.environ, "LORE_DATA_DIR": str(locations.data_dir),
+           "LORE_INDEX_DIR": str(locations.index_dir)}  # fmt: skip
+    subprocess.run([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   env=env, close_fds=True, check=False)  # fmt: skip
 
 
 def refresh_child() -> int:

@@ -15,7 +15,7 @@ hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, h
 app.add_typer(hook_app, name="hook")
 
 
-server_app = typer.Typer(help="The optional warm helper that keeps the index loaded for the prompt hook.", no_args_is_help=True)
+server_app = typer.Typer(help="The warm helper that keeps the index loaded for the prompt hook (started by the hooks).", no_args_is_help=True)
 app.add_typer(server_app, name="server")
 
 
@@ -39,12 +39,14 @@ def _read_event() -> dict:
 @hook_app.command("session-start")
 def hook_session_start(ctx: typer.Context) -> None:
     """SessionStart: inject the latest handoff and the top active lessons for the project (always exits 0)."""
-    from lore.hook import budget_chars, hook_output, log_failure
+    from lore.hook import budget_chars, hook_output, log_failure, start_helper
 
     try:
         event = _read_event()
         if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
             return
+        # First, so the helper warms while the session starts: the first prompt finds it ready.
+        start_helper(state(ctx).locations)
         from lore.project import detect_project
         from lore.session_context import session_start_text
 
@@ -110,7 +112,7 @@ def hook_on(session: str = typer.Option(..., "--session", help="Claude Code sess
 @server_app.command("start")
 def server_start(
     ctx: typer.Context,
-    idle: int = typer.Option(600, "--idle", min=5, help="Exit after this many idle seconds."),
+    idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds."),
 ) -> None:
     """Start the warm helper for the current index in the background."""
     from lore import server
@@ -133,7 +135,7 @@ def server_start(
 
 
 @server_app.command("run")
-def server_run(idle: int = typer.Option(600, "--idle", min=5, help="Exit after this many idle seconds.")) -> None:
+def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:
     """Run the warm helper in the foreground (what `start` runs)."""
     from lore import server
 
@@ -169,19 +171,23 @@ def server_stop(ctx: typer.Context) -> None:
 
 @server_app.command("enable")
 def server_enable() -> None:
-    """Let the prompt hook start the helper itself when none runs."""
+    """Let the hooks start the helper (the default): SessionStart starts it, a prompt restarts it."""
     from lore.paths import state_dir
 
-    path = state_dir() / "server-auto"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
-    typer.echo("lore server auto-start enabled: the prompt hook will start a helper when none runs")
+    (state_dir() / "server-off").unlink(missing_ok=True)
+    typer.echo("lore server auto-start enabled: session start and the prompt hook start a helper when none runs")
+    if os.environ.get("LORE_SERVER", "").strip().lower() in ("off", "0", "false", "no", "disable", "disabled"):
+        typer.echo(f"Note: LORE_SERVER={os.environ['LORE_SERVER']} in this environment still turns it off.", err=True)
 
 
 @server_app.command("disable")
-def server_disable() -> None:
-    """The prompt hook no longer starts the helper (a running one keeps running until idle or stopped)."""
+def server_disable(ctx: typer.Context) -> None:
+    """The hooks no longer start the helper; the one serving the current index is stopped."""
+    from lore import server
     from lore.paths import state_dir
 
-    (state_dir() / "server-auto").unlink(missing_ok=True)
-    typer.echo("lore server auto-start disabled")
+    path = state_dir() / "server-off"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    stopped = server.stop(state(ctx).locations.index_dir)
+    typer.echo("lore server auto-start disabled" + (f"; stopped the running helper (pid {stopped})" if stopped else ""))

@@ -59,8 +59,8 @@ def install_command(
     if not dry_run and not server.auto_start_enabled():
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
         # (imports and index load alone take ~250 ms on a small machine).
-        typer.echo("Tip: run `lore server enable` so the prompt hook can keep a warm helper "
-                   "and answer within its 400 ms deadline.", err=True)  # fmt: skip
+        typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "
+                   "pays a cold search; `lore server enable` lets session start launch it.", err=True)  # fmt: skip
 
 
 @hook_app.command("uninstall")
