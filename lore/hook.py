@@ -52,6 +52,38 @@ def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
+# The prompt hook's event name in each agent's protocol (lore.agents installs them).
+# Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
+PROMPT_EVENTS = {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent"}
+
+
+def agent_argument(args: list[str]) -> str:
+    """``--agent NAME`` (or ``--agent=NAME``) from a hook's arguments; Claude Code by default."""
+    for index, arg in enumerate(args):
+        if arg == "--agent" and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--agent="):
+            return arg.split("=", 1)[1]
+    return "claude-code"
+
+
+def prompt_output(agent: str, context: str) -> str:
+    if agent == "cursor":
+        return json.dumps({"continue": True})
+    return hook_output(PROMPT_EVENTS.get(agent, "UserPromptSubmit"), context)
+
+
+def event_cwd(event: dict[str, Any]) -> str | None:
+    """The working directory of a hook event (Cursor sends its workspace roots instead)."""
+    cwd = event.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        return cwd
+    roots = event.get("workspace_roots")
+    if isinstance(roots, list) and roots and isinstance(roots[0], str):
+        return roots[0]
+    return None
+
+
 def content_word_count(prompt: str) -> int:
     return sum(1 for w in _WORD.findall(prompt) if w.lower() not in _TRIVIAL_WORDS)
 
@@ -214,7 +246,12 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
     stdout = stdout if stdout is not None else sys.stdout
     started = time.monotonic()
     deadline = started + deadline_seconds()
+    agent = agent_argument(args)
     try:
+        if agent == "cursor":  # no context to add: say "continue" and nothing else
+            stdout.write(prompt_output(agent, "") + "\n")
+            stdout.flush()
+            return 0
         if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
             return 0
         event = read_event(stdin)
@@ -222,7 +259,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+        cwd = event_cwd(event)
         if session_opted_out(session_id):
             return 0
         remember_last_prompt(session_id, prompt)
@@ -242,7 +279,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
             start_helper(locations)  # for the next prompt; this one does not wait for it
             text = _in_process(prompt, cwd, budget, started, deadline, locations)
         if text and len(text) <= budget:
-            stdout.write(hook_output("UserPromptSubmit", text) + "\n")
+            stdout.write(prompt_output(agent, text) + "\n")
             stdout.flush()
     except BaseException as exc:  # the prompt must go through whatever happens
         if isinstance(exc, KeyboardInterrupt):

@@ -19,12 +19,26 @@ server_app = typer.Typer(help="The warm helper that keeps the index loaded for t
 app.add_typer(server_app, name="server")
 
 
+AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), codex, gemini or cursor."
+
+
+def _agent(agent: str) -> str:
+    """A hook never fails on its arguments (an exit code could block the agent): unknown means Claude Code's."""
+    from lore.agents import AGENTS
+    from lore.hook import log_failure
+
+    if agent in AGENTS:
+        return agent
+    log_failure("UsageError", f"unknown agent {agent!r}; speaking Claude Code's hook protocol")
+    return "claude-code"
+
+
 @hook_app.command("prompt")
-def hook_prompt() -> None:
-    """UserPromptSubmit: print relevant memory as hook JSON (reads the event on stdin; always exits 0)."""
+def hook_prompt(agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """UserPromptSubmit (Gemini: BeforeAgent): print relevant memory as hook JSON (event on stdin; always exits 0)."""
     from lore.hook import run_prompt_hook
 
-    run_prompt_hook([])
+    run_prompt_hook(["--agent", agent])
 
 
 def _read_event() -> dict:
@@ -37,10 +51,12 @@ def _read_event() -> dict:
 
 
 @hook_app.command("session-start")
-def hook_session_start(ctx: typer.Context) -> None:
-    """SessionStart: inject the latest handoff and the top active lessons for the project (always exits 0)."""
-    from lore.hook import budget_chars, hook_output, log_failure, start_helper
+def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """SessionStart: start the warm helper, inject the latest handoff and top active lessons (always exits 0)."""
+    from lore.hook import budget_chars, event_cwd, hook_output, log_failure, start_helper
 
+    agent = _agent(agent)
+    text = ""
     try:
         event = _read_event()
         if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
@@ -50,17 +66,27 @@ def hook_session_start(ctx: typer.Context) -> None:
         from lore.project import detect_project
         from lore.session_context import session_start_text
 
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-        project = state(ctx).project or detect_project(cwd)  # -P wins over the event's working directory
-        text = session_start_text(state(ctx).locations, project, budget_chars())
-        if text:
-            typer.echo(hook_output("SessionStart", text))
+        project = state(ctx).project or detect_project(event_cwd(event))  # -P wins over the event's directory
+        budget = budget_chars()
+        if agent == "cursor":
+            from lore.agents import CURSOR_NOTE
+
+            # Cursor's prompt hook cannot add context: the session is told where the memory is instead.
+            text = session_start_text(state(ctx).locations, project, max(0, budget - len(CURSOR_NOTE) - 1))
+            text = "\n".join(part for part in (CURSOR_NOTE, text) if part) if len(CURSOR_NOTE) <= budget else text
+        else:
+            text = session_start_text(state(ctx).locations, project, budget)
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
+    finally:
+        if agent == "cursor":
+            typer.echo(json.dumps({"additional_context": text, "continue": True} if text else {"continue": True}))
+        elif text:
+            typer.echo(hook_output("SessionStart", text))
 
 
-def _stub(ctx: typer.Context, event_name: str) -> None:
-    from lore.hook import log_failure
+def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> None:
+    from lore.hook import event_cwd, log_failure
 
     try:
         event = _read_event()
@@ -69,24 +95,26 @@ def _stub(ctx: typer.Context, event_name: str) -> None:
         from lore.project import detect_project
         from lore.session_context import record_handoff_stub
 
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         st = state(ctx)
-        record_handoff_stub(st.locations, st.project or detect_project(cwd), session_id, event_name)
+        record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name)
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
+    finally:
+        if agent == "cursor":
+            typer.echo("{}")  # Cursor expects a JSON object from every hook
 
 
 @hook_app.command("pre-compact")
-def hook_pre_compact(ctx: typer.Context) -> None:
-    """PreCompact: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub(ctx, "pre-compact")
+def hook_pre_compact(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """PreCompact (Gemini: PreCompress): record a handoff stub when LORE_HOOK_HANDOFF=on (always exits 0)."""
+    _stub(ctx, "pre-compact", _agent(agent))
 
 
 @hook_app.command("stop")
-def hook_stop(ctx: typer.Context) -> None:
-    """Stop: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub(ctx, "stop")
+def hook_stop(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """Stop (Gemini: SessionEnd): record a handoff stub when LORE_HOOK_HANDOFF=on (always exits 0)."""
+    _stub(ctx, "stop", _agent(agent))
 
 
 @hook_app.command("off")
