@@ -1,7 +1,8 @@
 """Entry point. Dispatches the latency-critical paths before importing the CLI stack.
 
-``lore --version`` and ``lore hook prompt`` run on every shell completion and
-every agent prompt; importing typer alone costs ~150 ms on a small machine.
+``lore --version``, ``lore hook prompt`` and ``lore hook session-start`` run on
+every shell completion, every agent prompt and every session; importing typer
+alone costs ~150 ms on a small machine.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.stdout.write(f"lore {__version__}\n")
         return
-    if len(args) >= 2 and args[0] == "hook" and args[1] == "prompt" and "--help" not in args:
+    if len(args) >= 2 and args[0] == "hook" and args[1] in ("prompt", "session-start") and "--help" not in args:
         import os
 
-        from lore.hook import run_prompt_hook
+        from lore.hook import run_prompt_hook, run_session_start_hook
 
-        code = run_prompt_hook(args[2:])
+        code = (run_prompt_hook if args[1] == "prompt" else run_session_start_hook)(args[2:])
         sys.stdout.flush()
         # Skip interpreter teardown: faster, and a worker thread cut off at the
         # deadline cannot delay the exit.

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lore.errors import DataError, UsageError
+from lore.hook import AGENTS
 from lore.hook_install import (
     SCOPES,
     Change,
@@ -50,7 +51,6 @@ from lore.hook_install import (
 )
 from lore.store.fileio import atomic_write
 
-AGENTS: tuple[str, ...] = ("claude-code", "codex", "gemini", "cursor")
 MCP_NAME = "lore"
 
 # What lore's hook prints for each agent and hook: (stdout shape, event name).
@@ -92,14 +92,6 @@ SPECS: dict[str, AgentSpec] = {
         "flat", prompt_hook=False, mcp="json",
     ),
 }  # fmt: skip
-
-# The hook output per agent: which JSON a subcommand prints, under which event name.
-PROMPT_EVENT = {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent"}
-SESSION_EVENT = {"claude-code": "SessionStart", "codex": "SessionStart", "gemini": "SessionStart"}
-
-# Said at the start of every Cursor session (its prompt hook cannot add context).
-CURSOR_NOTE = ("lore memory: before designing or changing something, call the `context` tool of the `lore` MCP "
-               "server with what you are about to do; `search` finds decisions, patterns and lessons.")  # fmt: skip
 
 RULE_MARKER = "<!-- written by `lore hook install --agent cursor`; `lore hook uninstall --agent cursor` removes it -->"
 CURSOR_RULE = f"""---

@@ -52,19 +52,32 @@ def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
-# The prompt hook's event name in each agent's protocol (lore.agents installs them).
+# The agents whose hook protocols lore speaks (lore.agents installs the hooks).
+AGENTS = ("claude-code", "codex", "gemini", "cursor")
+# The prompt hook's event name in each agent's protocol.
 # Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
 PROMPT_EVENTS = {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent"}
+# Said at the start of every Cursor session, since its prompt hook cannot add context.
+CURSOR_NOTE = ("lore memory: before designing or changing something, call the `context` tool of the `lore` MCP "
+               "server with what you are about to do; `search` finds decisions, patterns and lessons.")  # fmt: skip
 
 
 def agent_argument(args: list[str]) -> str:
-    """``--agent NAME`` (or ``--agent=NAME``) from a hook's arguments; Claude Code by default."""
+    """``--agent NAME`` (or ``--agent=NAME``) from a hook's arguments; Claude Code by default.
+
+    A hook never fails on its arguments (a non-zero exit can block the agent): an
+    unknown agent is logged and answered in Claude Code's protocol.
+    """
+    agent = "claude-code"
     for index, arg in enumerate(args):
         if arg == "--agent" and index + 1 < len(args):
-            return args[index + 1]
-        if arg.startswith("--agent="):
-            return arg.split("=", 1)[1]
-    return "claude-code"
+            agent = args[index + 1]
+        elif arg.startswith("--agent="):
+            agent = arg.split("=", 1)[1]
+    if agent not in AGENTS:
+        log_failure("UsageError", f"unknown agent {agent!r}; speaking Claude Code's hook protocol")
+        return "claude-code"
+    return agent
 
 
 def prompt_output(agent: str, context: str) -> str:
@@ -285,6 +298,47 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if isinstance(exc, KeyboardInterrupt):
             return 0
         log_failure(type(exc).__name__, str(exc))
+    return 0
+
+
+def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = None, locations: Any = None,
+                           project: str | None = None) -> int:  # fmt: skip
+    """Entry point for ``lore hook session-start``: start the warm helper, print the session context. Always 0.
+
+    The helper is started first, so it warms while the session starts and the first
+    prompt finds it ready; starting it is a ``posix_spawn`` (about a millisecond).
+    """
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    agent = agent_argument(args)
+    text = ""
+    try:
+        event = read_event(stdin)
+        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
+            return 0
+        from lore.paths import Locations
+
+        locations = locations or Locations.resolve()
+        start_helper(locations)
+        from lore.project import detect_project
+        from lore.session_context import session_start_text
+
+        project = project or detect_project(event_cwd(event))  # -P wins over the event's directory
+        budget = budget_chars()
+        if agent == "cursor" and len(CURSOR_NOTE) < budget:
+            text = session_start_text(locations, project, budget - len(CURSOR_NOTE) - 1)
+            text = "\n".join(part for part in (CURSOR_NOTE, text) if part)
+        else:
+            text = session_start_text(locations, project, budget)
+    except BaseException as exc:  # the session must start whatever happens
+        if not isinstance(exc, KeyboardInterrupt):
+            log_failure(type(exc).__name__, str(exc))
+    finally:
+        if agent == "cursor":
+            stdout.write(json.dumps({"additional_context": text, "continue": True} if text else {"continue": True}) + "\n")
+        elif text:
+            stdout.write(hook_output("SessionStart", text) + "\n")
+        stdout.flush()
     return 0
 
 

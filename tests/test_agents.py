@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from lore.agents import CURSOR_NOTE, RULE_MARKER
+from lore.agents import RULE_MARKER
+from lore.hook import CURSOR_NOTE
 
 CODEX_CONFIG = """# my Codex settings
 model = "o3"  # the one I like

@@ -175,3 +175,21 @@ def test_the_helper_exits_past_its_memory_bound_and_after_its_idle_time(auto: Pa
     wait_for(lambda: not server._alive(pid), timeout=30, what="the helper to exit when idle")
     assert "lore server exiting: idle" in server_log(auto)
     assert helper_pids(auto) == []
+
+
+SESSION_START_IMPORTS = """
+import io, sys, json
+sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"cwd": sys.argv[1], "source": "startup"}).encode()))
+from lore.hook import run_session_start_hook  # what lore.__main__ runs for `lore hook session-start`
+run_session_start_hook([], stdout=io.StringIO())
+heavy = sorted(m for m in ("numpy", "whoosh", "model2vec", "tokenizers", "typer", "click", "rich", "networkx",
+                           "subprocess", "lore.search", "lore.rank.pipeline") if m in sys.modules)
+print("HEAVY", heavy)
+"""
+
+
+def test_session_start_runs_without_the_cli_stack_or_the_search_stack(indexed: Path) -> None:
+    """Every session pays this hook: it starts the helper and reads the store, nothing more."""
+    out = subprocess.run([sys.executable, "-c", SESSION_START_IMPORTS, str(Path.cwd())], capture_output=True,
+                         text=True, check=True, env={**os.environ, "LORE_SERVER": "off"}).stdout  # fmt: skip
+    assert out.strip().splitlines()[-1] == "HEAVY []"

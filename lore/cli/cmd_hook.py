@@ -23,14 +23,9 @@ AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), cod
 
 
 def _agent(agent: str) -> str:
-    """A hook never fails on its arguments (an exit code could block the agent): unknown means Claude Code's."""
-    from lore.agents import AGENTS
-    from lore.hook import log_failure
+    from lore.hook import agent_argument
 
-    if agent in AGENTS:
-        return agent
-    log_failure("UsageError", f"unknown agent {agent!r}; speaking Claude Code's hook protocol")
-    return "claude-code"
+    return agent_argument(["--agent", agent])
 
 
 @hook_app.command("prompt")
@@ -53,36 +48,10 @@ def _read_event() -> dict:
 @hook_app.command("session-start")
 def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
     """SessionStart: start the warm helper, inject the latest handoff and top active lessons (always exits 0)."""
-    from lore.hook import budget_chars, event_cwd, hook_output, log_failure, start_helper
+    from lore.hook import run_session_start_hook
 
-    agent = _agent(agent)
-    text = ""
-    try:
-        event = _read_event()
-        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
-            return
-        # First, so the helper warms while the session starts: the first prompt finds it ready.
-        start_helper(state(ctx).locations)
-        from lore.project import detect_project
-        from lore.session_context import session_start_text
-
-        project = state(ctx).project or detect_project(event_cwd(event))  # -P wins over the event's directory
-        budget = budget_chars()
-        if agent == "cursor":
-            from lore.agents import CURSOR_NOTE
-
-            # Cursor's prompt hook cannot add context: the session is told where the memory is instead.
-            text = session_start_text(state(ctx).locations, project, max(0, budget - len(CURSOR_NOTE) - 1))
-            text = "\n".join(part for part in (CURSOR_NOTE, text) if part) if len(CURSOR_NOTE) <= budget else text
-        else:
-            text = session_start_text(state(ctx).locations, project, budget)
-    except Exception as exc:
-        log_failure(type(exc).__name__, str(exc))
-    finally:
-        if agent == "cursor":
-            typer.echo(json.dumps({"additional_context": text, "continue": True} if text else {"continue": True}))
-        elif text:
-            typer.echo(hook_output("SessionStart", text))
+    st = state(ctx)
+    run_session_start_hook(["--agent", agent], locations=st.locations, project=st.project)
 
 
 def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> None:
