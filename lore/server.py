@@ -249,6 +249,9 @@ def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
     if _alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    # Stopped on purpose, not crashed: the next hook may start a fresh one at once.
+    with contextlib.suppress(OSError):
+        server_paths(index_dir)["spawn"].unlink()
     return pid
 
 
