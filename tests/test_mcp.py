@@ -371,3 +371,40 @@ def test_mcp_exits_cleanly_on_sigint_and_sigterm(data_dir: Path) -> None:
         assert code == 0, (signum, code, stderr)
         assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
         assert elapsed < 5, elapsed
+
+
+def test_mcp_exits_cleanly_on_sigint_while_still_starting(data_dir: Path) -> None:
+    """Clients give up on a slow start with SIGINT: importing the MCP SDK takes seconds on a busy machine.
+
+    The signal is sent as soon as `lore mcp` catches SIGTERM (its first act, before it
+    imports the CLI and the SDK), read from /proc: no sleep decides the moment. Before
+    the fix the server caught SIGTERM only once it had started (the SDK loaded).
+    """
+    import signal
+    import subprocess
+    import time
+
+    if not Path("/proc/self/status").exists():
+        pytest.skip("reads /proc/<pid>/status")
+    params = server_params()
+    process = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=params.env, cwd=params.cwd)  # fmt: skip
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.002)
+        # Still starting: the MCP SDK (pydantic's compiled core) is not loaded yet.
+        assert "pydantic_core" not in Path(f"/proc/{process.pid}/maps").read_text()
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
