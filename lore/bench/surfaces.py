@@ -40,15 +40,15 @@ def _js_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def measure(work: Path, progress: Progress = _quiet) -> dict[str, Any]:
+def measure(work: Path, progress: Progress = _quiet, prompt_limit: int | None = None) -> dict[str, Any]:
     """Sizes per surface; the access log and hook log of these searches stay in ``work``."""
     from lore.bench import environment
 
     with environment(LORE_STATE_DIR=str(work / "surfaces-state"), LORE_CACHE_DIR=str(work / "surfaces-cache")):
-        return _measure(work, progress)
+        return _measure(work, progress, prompt_limit)
 
 
-def _measure(work: Path, progress: Progress) -> dict[str, Any]:
+def _measure(work: Path, progress: Progress, prompt_limit: int | None) -> dict[str, Any]:
     from lore.bench import demo_dir
     from lore.bench.corpora import read_jsonl
     from lore.bench.sets import data_file
@@ -64,7 +64,7 @@ def _measure(work: Path, progress: Progress) -> dict[str, Any]:
     locations = Locations(data_dir, index_dir)
     progress("surfaces: indexing a copy of the demo data")
     IndexManager(locations).build()
-    prompts = [q["question"] for q in read_jsonl(data_file("demo_questions.jsonl"))]
+    prompts = [q["question"] for q in read_jsonl(data_file("demo_questions.jsonl"))][:prompt_limit]
     session = SearchSession(locations)
     result: dict[str, Any] = {"records": len(Store(data_dir).load().records), "prompts": len(prompts),
                               "budget_chars": DEFAULT_BUDGET}  # fmt: skip
