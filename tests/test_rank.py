@@ -234,7 +234,8 @@ def test_explain_says_where_diversity_moved_a_hit(initialised, cli) -> None:
     for title in ("Retry payment calls with exponential backoff and jitter",
                   "Retry payment calls with exponential backoff, capped at four attempts",
                   "Cache invoice totals in Redis for five minutes"):  # fmt: skip
-        assert cli("remember", title, "--rationale", "payment retry backoff notes").exit_code == 0
+        # --force: near-duplicates are the point here (the duplicate check refuses the second one)
+        assert cli("remember", title, "--rationale", "payment retry backoff notes", "--force").exit_code == 0
     out = cli("search", "retry payment calls with backoff", "--explain", "--diversity").stdout
     assert "    diversity: #1 by score\n" in out
     assert ", cosine " in out and " to the closest hit above" in out
