@@ -97,6 +97,17 @@ def event_cwd(event: dict[str, Any]) -> str | None:
     return None
 
 
+# Gemini CLI hands hook context to the model as <hook_context>...</hook_context> and, in
+# non-interactive mode, prepends the session-start context to the prompt that BeforeAgent
+# then receives: the hook must search the user's words, not its own earlier output.
+_HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
+
+
+def user_prompt(prompt: str) -> str:
+    """The prompt without context an agent wrapped into it (Gemini's ``<hook_context>`` blocks)."""
+    return _HOOK_CONTEXT.sub("", prompt) if "<hook_context>" in prompt else prompt
+
+
 def content_word_count(prompt: str) -> int:
     return sum(1 for w in _WORD.findall(prompt) if w.lower() not in _TRIVIAL_WORDS)
 
@@ -271,6 +282,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         prompt = event.get("prompt")
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
+        prompt = user_prompt(prompt)
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         cwd = event_cwd(event)
         if session_opted_out(session_id):
