@@ -38,98 +38,49 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import (
+    HANDOFF,
+    PROMPT,
+    PROMPT_BLOCK,
+    SESSION_BLOCK,
+    TOOL_PROMPT,
+    TRIVIAL_PROMPT,
+    Failed,
+    Run,
+    check,
+    npm_install,
+)
 from fake_anthropic import FakeAnthropic, Recorded, Reply, last_user_text, request_text
 
 CLAUDE_CODE_VERSION = "2.1.331"
 PACKAGE = f"@anthropic-ai/claude-code@{CLAUDE_CODE_VERSION}"
 RUN_TIMEOUT_S = 180
-
-PROMPT = "How should the billing service pool its Postgres connections? Think about PgBouncer."
-TOOL_PROMPT = "TOOLCHECK: look up in lore what we decided about Postgres connection pooling."
-TRIVIAL_PROMPT = "ok thanks"
 BROKEN_STREAM_PROMPT = "NONSTREAM: how do we pool Postgres connections for billing with PgBouncer?"
-DECISION = "Use PgBouncer in transaction mode for the billing Postgres connections"
-HANDOFF = "Billing pooling half done: PgBouncer deployed to staging only"
-PROMPT_BLOCK = "## Relevant Memories"
-SESSION_BLOCK = "## Session context for acme-api"
+CLAUDE_ENV = {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
+              "ANTHROPIC_API_KEY": "fake"}  # fmt: skip
 
 
-class Failed(Exception):
-    pass
-
-
-def check(condition: object, message: str) -> None:
-    if not condition:
-        raise Failed(message)
-
-
-class Run:
-    def __init__(self, root: Path, claude: Path, lore: list[str]) -> None:
-        self.root = root
+class ClaudeRun(Run):
+    def __init__(self, root: Path, claude: Path) -> None:
+        super().__init__(root, CLAUDE_ENV)
         self.claude = claude
-        self.lore = lore
-        self.home = root / "home"
-        self.work = root / "work" / "acme-api"  # the project name lore detects
-        self.data = root / "data"
-        self.index = root / "index"
-        for path in (self.home, self.work):
-            path.mkdir(parents=True, exist_ok=True)
-        self.base_env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home), "TERM": "dumb", "LANG": "C.UTF-8",
-            "LORE_DATA_DIR": str(self.data), "LORE_INDEX_DIR": str(self.index),
-            "LORE_CACHE_DIR": str(root / "cache"), "LORE_STATE_DIR": str(root / "state"),
-            "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
-            "ANTHROPIC_API_KEY": "fake",
-        }  # fmt: skip
-        self.results: list[tuple[str, bool, str]] = []
-        self.figures: dict[str, Any] = {}
 
-    def lore_cli(self, *args: str, env: dict[str, str] | None = None) -> str:
-        done = subprocess.run([*self.lore, *args], env={**self.base_env, **(env or {})}, cwd=self.work,
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
-        if done.returncode != 0:
-            raise Failed(f"lore {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
-        return done.stdout
-
-    def claude_p(self, api: FakeAnthropic, prompt: str, *extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+    def claude_p(self, api: FakeAnthropic, prompt: str, *extra: str,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float]:  # fmt: skip
         started = time.time()
         done = subprocess.run([str(self.claude), "-p", prompt, *extra], cwd=self.work, capture_output=True, text=True,
                               timeout=RUN_TIMEOUT_S, env={**self.base_env, "ANTHROPIC_BASE_URL": api.url, **(env or {})})  # fmt: skip
         return done, started
-
-    def step(self, name: str, body: Callable[[], str]) -> None:
-        try:
-            detail = body()
-            self.results.append((name, True, detail))
-            print(f"PASS  {name}: {detail}", flush=True)
-        except Failed as failure:
-            self.results.append((name, False, str(failure)))
-            print(f"FAIL  {name}: {failure}", flush=True)
-        except Exception as error:  # a broken step is a failed step, and the others still run
-            self.results.append((name, False, f"{type(error).__name__}: {error}"))
-            print(f"FAIL  {name}: {type(error).__name__}: {error}", flush=True)
-
-    def stop_helpers(self) -> None:
-        subprocess.run([*self.lore, "server", "stop"], env=self.base_env, capture_output=True, timeout=60, check=False)
-        marker = f"LORE_INDEX_DIR={self.index}".encode()
-        for proc in Path("/proc").glob("[0-9]*"):
-            try:
-                if marker in (proc / "environ").read_bytes().split(b"\0") and b"server" in (proc / "cmdline").read_bytes():
-                    os.kill(int(proc.name), signal.SIGTERM)
-            except OSError:
-                continue
 
 
 def main_request(api: FakeAnthropic, prompt: str) -> Recorded:
@@ -150,19 +101,7 @@ def script(body: dict[str, Any]) -> Reply | None:
     return None
 
 
-def seed(run: Run) -> dict[str, str]:
-    run.lore_cli("init")
-    decision = json.loads(run.lore_cli("remember", DECISION, "-r", "asyncpg exhausted the RDS connection limit during "
-                                       "the March spike", "-t", "postgres", "--json"))  # fmt: skip
-    run.lore_cli("remember", "Render invoice PDFs with WeasyPrint", "-r", "wkhtmltopdf is unmaintained", "--json")
-    run.lore_cli("learn", "Backoff with full jitter", "--context", "Calls to flaky upstreams", "--solution",
-                 "sleep(random.uniform(0, min(cap, base * 2**n)))", "--json")  # fmt: skip
-    run.lore_cli("handoff", HANDOFF, "--next", "Roll PgBouncer out to production", "--json")
-    run.lore_cli("index")
-    return {"decision": decision["id"]}
-
-
-def install(run: Run) -> str:
+def install(run: ClaudeRun) -> str:
     out = run.lore_cli("hook", "install")
     settings = json.loads((run.home / ".claude" / "settings.json").read_text())
     check(set(settings["hooks"]) >= {"UserPromptSubmit", "SessionStart"}, f"hooks not installed: {settings}")
@@ -172,7 +111,7 @@ def install(run: Run) -> str:
     return f"{len(out.splitlines())} lines from lore hook install; lore mcp registered"
 
 
-def scenarios(run: Run, api: FakeAnthropic, ids: dict[str, str]) -> None:
+def scenarios(run: ClaudeRun, api: FakeAnthropic, ids: dict[str, str]) -> None:
     def prompt_gets_context() -> str:
         api.reset()
         done, _ = run.claude_p(api, PROMPT)
@@ -230,10 +169,7 @@ def scenarios(run: Run, api: FakeAnthropic, ids: dict[str, str]) -> None:
 
     def corrupt_index_never_blocks() -> str:
         run.stop_helpers()
-        current = (run.index / "CURRENT").read_text().strip()
-        for path in (run.index / current).rglob("*"):
-            if path.is_file() and path.name != "meta.json":
-                path.write_bytes(b"\x00garbage\xff" * 3)
+        run.corrupt_index()
         details = []
         for label, env in (("in-process", {"LORE_SERVER": "off"}), ("helper on", {})):
             api.reset()
@@ -259,6 +195,11 @@ def scenarios(run: Run, api: FakeAnthropic, ids: dict[str, str]) -> None:
         check(not missing.exists(), "a hook created the missing data dir")
         return "answered; nothing injected; nothing created"
 
+    # A helper is usually warm by the time a person types (a session start spawned it):
+    # start it the way `lore server start` does, so the checks below do not depend on
+    # whether a cold prompt hook fits its 400 ms deadline on a busy CI machine. The
+    # cold first prompt is measured by the timings and by `lore bench --only firstprompt`.
+    run.lore_cli("server", "start")
     run.step("prompt hook block reaches the model", prompt_gets_context)
     run.step("SessionStart context arrives", session_start_arrives)
     run.step("non-streaming retry keeps the block", non_streaming_retry_keeps_context)
@@ -268,7 +209,7 @@ def scenarios(run: Run, api: FakeAnthropic, ids: dict[str, str]) -> None:
     run.step("corrupt index never blocks", corrupt_index_never_blocks)
 
 
-def time_to_request(run: Run, api: FakeAnthropic, rounds: int) -> None:
+def time_to_request(run: ClaudeRun, api: FakeAnthropic, rounds: int) -> None:
     """Milliseconds from starting ``claude -p`` to its model request, same run, MCP server unregistered.
 
     ``-p`` sends the prompt the moment the session has started, so "helper started by
@@ -305,40 +246,17 @@ def time_to_request(run: Run, api: FakeAnthropic, rounds: int) -> None:
     print("figures:", json.dumps(run.figures, indent=1), flush=True)
 
 
-def install_cli(prefix: Path) -> Path:
-    npm = shutil.which("npm")
-    if npm is None:
-        raise Failed("npm is not installed: the real-client test cannot run (CI installs Node.js and npm first)")
-    binary = prefix / "node_modules" / ".bin" / "claude"
-    if not binary.exists():
-        print(f"installing {PACKAGE} into {prefix} ...", flush=True)
-        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel", "error",
-                               PACKAGE], capture_output=True, text=True, timeout=1200)  # fmt: skip
-        if done.returncode != 0:
-            raise Failed(f"npm install {PACKAGE} failed: {done.stderr[-1000:]}")
-    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=60)
-    if CLAUDE_CODE_VERSION not in version.stdout:
-        raise Failed(f"{binary} --version said {version.stdout!r} {version.stderr!r}")
-    return binary
-
-
-def lore_command() -> list[str]:
-    script = Path(sys.executable).parent / "lore"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "lore"]
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--timing-rounds", type=int, default=5)
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="lore-e2e-claude-"))
     prefix = Path(os.environ["LORE_E2E_NPM_PREFIX"]) if os.environ.get("LORE_E2E_NPM_PREFIX") else root / "npm"
-    run: Run | None = None
+    run: ClaudeRun | None = None
     try:
-        claude = install_cli(prefix)
-        run = Run(root, claude, lore_command())
-        ids = seed(run)
+        run = ClaudeRun(root, npm_install(prefix, PACKAGE, "claude", CLAUDE_CODE_VERSION))
+        ids = run.seed()
         print(f"PASS  set-up: {install(run)}", flush=True)
         with FakeAnthropic(script) as api:
             scenarios(run, api, ids)
@@ -355,9 +273,7 @@ def main() -> int:
             print(f"kept {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
-    failed = [name for name, ok, _ in run.results if not ok] if run else ["set-up"]
-    print(f"{len(run.results) - len(failed) if run else 0} passed, {len(failed)} failed", flush=True)
-    return 1 if failed else 0
+    return run.summary()
 
 
 if __name__ == "__main__":
