@@ -332,16 +332,10 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
 
         locations = locations or Locations.resolve()
         start_helper(locations)
-        from lore.project import detect_project
-        from lore.session_context import session_start_text
-
-        project = project or detect_project(event_cwd(event))  # -P wins over the event's directory
         budget = budget_chars()
-        if agent == "cursor" and len(CURSOR_NOTE) < budget:
-            text = session_start_text(locations, project, budget - len(CURSOR_NOTE) - 1)
-            text = "\n".join(part for part in (CURSOR_NOTE, text) if part)
-        else:
-            text = session_start_text(locations, project, budget)
+        note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
+        text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
+        text = "\n".join(part for part in (note, text) if part)
     except BaseException as exc:  # the session must start whatever happens
         if not isinstance(exc, KeyboardInterrupt):
             log_failure(type(exc).__name__, str(exc))
@@ -352,6 +346,24 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
             stdout.write(hook_output("SessionStart", text) + "\n")
         stdout.flush()
     return 0
+
+
+SESSION_ASK_S = 0.5
+
+
+def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
+    """The session-start block: from a running helper when there is one (no store imports), else in process."""
+    from lore.server import ask_server
+
+    asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
+                        "data_dir": str(locations.data_dir.resolve())},
+                       time.monotonic() + SESSION_ASK_S, locations.index_dir)  # fmt: skip
+    if asked is not None:
+        return asked
+    from lore.project import detect_project
+    from lore.session_context import session_start_text
+
+    return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
 
 
 def start_helper(locations: Any) -> None:

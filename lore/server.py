@@ -624,10 +624,20 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, context_for_prompt
         reader = session.reader
         if request.get("op") == "ping":
             reply = {"ok": True, "text": "pong"}
-        elif request.get("op") != "context":
+        elif request.get("op") not in ("context", "session"):
             reply = {"ok": False, "error": "unknown op"}
         elif request.get("data_dir") is not None and not _same_dir(request["data_dir"], data_dir):
             reply = {"ok": False, "error": f"this helper serves {data_dir}"}
+        elif request.get("op") == "session":
+            # The session-start block: read from the store (not the index), here because the
+            # helper has the store's modules loaded; a hook that asks saves their imports.
+            from lore.project import detect_project
+            from lore.session_context import session_start_text
+
+            cwd = request.get("cwd")
+            project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)
+            reply = {"ok": True, "text": session_start_text(session.locations, str(project),
+                                                            int(request.get("budget", 1500)))}  # fmt: skip
         elif reader is None or reader.meta.get("data_dir") != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:

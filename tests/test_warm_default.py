@@ -193,3 +193,32 @@ def test_session_start_runs_without_the_cli_stack_or_the_search_stack(indexed: P
     out = subprocess.run([sys.executable, "-c", SESSION_START_IMPORTS, str(Path.cwd())], capture_output=True,
                          text=True, check=True, env={**os.environ, "LORE_SERVER": "off"}).stdout  # fmt: skip
     assert out.strip().splitlines()[-1] == "HEAVY []"
+
+
+SESSION_START_WARM = """
+import io, sys, json
+sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"cwd": sys.argv[1], "source": "startup"}).encode()))
+from lore.hook import run_session_start_hook
+out = io.StringIO()
+run_session_start_hook([], stdout=out)
+print(json.dumps({"out": out.getvalue(), "store": "lore.store.store" in sys.modules, "yaml": "yaml" in sys.modules}))
+"""
+
+
+@pytest.mark.slow
+def test_session_start_asks_a_warm_helper_and_skips_the_store_imports(auto: Path, indexed: Path) -> None:
+    from lore import capture
+    from lore.store import Store
+
+    capture.handoff(Store(indexed, actor="test"), "Charge retries wired; alerting left", project="acme-api",
+                    next_steps=["Add the retry alert"])  # fmt: skip
+    cold = json.loads(subprocess.run([sys.executable, "-c", SESSION_START_WARM, str(Path.cwd())], capture_output=True,
+                                     text=True, check=True, env={**os.environ, "LORE_SERVER": "off"}).stdout)  # fmt: skip
+    assert "Charge retries wired" in cold["out"] and cold["store"]
+    server.start_detached(auto, idle=600, data_dir=indexed)
+    wait_for(lambda: server.read_status(auto), what="the helper's status")
+    warm = json.loads(subprocess.run([sys.executable, "-c", SESSION_START_WARM, str(Path.cwd())], capture_output=True,
+                                     text=True, check=True).stdout)  # fmt: skip
+    assert warm["out"] == cold["out"]
+    assert not warm["store"] and not warm["yaml"]
+    wait_for(lambda: answered_by_helper(auto, 1), timeout=10, what="the helper to count the session request")
