@@ -221,7 +221,8 @@ def time_to_request(run: ClaudeRun, api: FakeAnthropic, rounds: int) -> None:
     saved = settings.read_bytes()
     subprocess.run([str(run.claude), "mcp", "remove", "--scope", "user", "lore"], env=run.base_env, cwd=run.work,
                    capture_output=True, timeout=120, check=False)  # fmt: skip
-    configs = ("no hooks", "lore's hooks, helper already warm", "lore's hooks, helper started by this SessionStart")
+    configs = ("no hooks", "lore's hooks, helper already warm", "lore's hooks, helper started by this SessionStart",
+               "lore's hooks, helper off (LORE_SERVER=off)")  # fmt: skip
     timings: dict[str, list[float]] = {name: [] for name in configs}
     injected: dict[str, int] = dict.fromkeys(configs, 0)
     for _ in range(rounds):
@@ -232,7 +233,7 @@ def time_to_request(run: ClaudeRun, api: FakeAnthropic, rounds: int) -> None:
             else:
                 run.stop_helpers()
             api.reset()
-            done, started = run.claude_p(api, PROMPT)
+            done, started = run.claude_p(api, PROMPT, env={"LORE_SERVER": "off"} if name.endswith("=off)") else None)
             if done.returncode == 0 and api.messages():
                 request = main_request(api, PROMPT)
                 timings[name].append(1000 * (request.at - started))
