@@ -36,6 +36,8 @@ MAX_REQUEST = 1 << 20
 # about 100 MB at 10,000 records and 250 MB at 50,000 here, so only a leak or a far
 # larger store reaches it; the next prompt then starts a fresh helper.
 DEFAULT_MAX_RSS_MB = 512
+# A helper spawned by a hook waits this long at most for the hook to exit before it warms up.
+AFTER_CALLER_S = 2.0
 # A helper that was spawned but died before serving (no usable data, a crash) is not
 # respawned by every prompt: at most once per this many seconds.
 SPAWN_RETRY_S = 10.0
@@ -127,7 +129,8 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
     return text if isinstance(text, str) else None
 
 
-def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None) -> int:
+def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
+                   after_caller: bool = False) -> int:  # fmt: skip
     """Start a helper in its own session (it outlives this process by design); return its pid.
 
     Spawn and return: nothing here waits for the helper. Its stdin, stdout and stderr
@@ -136,6 +139,10 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     the caller's working directory off its import path. ``os.posix_spawn`` costs
     under a millisecond where ``subprocess`` costs 5-10 ms to import and as much to
     fork: the session-start hook pays this on every session.
+
+    ``after_caller``: the helper takes its lock at once but waits for this process to
+    exit (at most ``AFTER_CALLER_S``) before it imports and loads anything, so a hook
+    that spawns it does not share the CPU with it on a small machine.
     """
     index_dir = (index_dir or _current_index_dir()).absolute()
     paths = server_paths(index_dir)
@@ -145,6 +152,10 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
         env["LORE_DATA_DIR"] = str(data_dir.absolute())
     elif env.get("LORE_DATA_DIR"):
         env["LORE_DATA_DIR"] = os.path.abspath(env["LORE_DATA_DIR"])
+    if after_caller:
+        env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
+    else:
+        env.pop("LORE_SERVER_AFTER_PID", None)
     argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
     if hasattr(os, "posix_spawn"):
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -182,7 +193,7 @@ def ensure_started(index_dir: Path, data_dir: Path) -> int | None:
         return None  # still warming up (it writes its status once it serves)
     if 0.0 <= time.time() - at < SPAWN_RETRY_S:
         return None
-    pid = start_detached(index_dir, data_dir=data_dir)
+    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True)
     with contextlib.suppress(OSError):
         tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
@@ -278,6 +289,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         lock.acquire()
     except filelock.Timeout:
         return 3  # another helper already serves this index
+    _wait_for_caller()
     from lore.hook import context_for_prompt, log_failure
     from lore.index.manager import IndexManager
     from lore.search import SearchSession
@@ -582,6 +594,17 @@ class _Refresher:
         with self.lock:
             self.child = None
             return None if self.stopping else int(code)
+
+
+def _wait_for_caller() -> None:
+    """Let the hook that spawned this helper finish first (its session start or prompt is waiting on it)."""
+    try:
+        caller = int(os.environ.pop("LORE_SERVER_AFTER_PID", ""))
+    except ValueError:
+        return
+    end = time.monotonic() + AFTER_CALLER_S
+    while time.monotonic() < end and _alive(caller):
+        time.sleep(0.005)
 
 
 def _build_in_child(locations: Any) -> None:
