@@ -27,11 +27,48 @@ def main(argv: list[str] | None = None) -> None:
         # Skip interpreter teardown: faster, and a worker thread cut off at the
         # deadline cannot delay the exit.
         os._exit(code)
+    if args[:2] == ["server", "run"] and "--help" not in args:
+        # What the hooks spawn: nothing is imported before the helper has let the hook that
+        # spawned it finish (it shares the CPU with that hook on a small machine).
+        _wait_for_spawning_hook()
+        from lore.server import DEFAULT_IDLE_S, serve
+
+        idle = DEFAULT_IDLE_S
+        if len(args) == 4 and args[2] == "--idle" and args[3].isdigit():
+            idle = max(1, int(args[3]))
+        elif len(args) != 2:
+            from lore.cli.app import run
+
+            sys.exit(run(args))  # anything else: let the CLI parse (and report) it
+        sys.exit(serve(idle))
     if _command(args) == "mcp":
         _exit_on_signals_while_starting()
     from lore.cli.app import run
 
     sys.exit(run(args))
+
+
+def _wait_for_spawning_hook() -> None:
+    """Wait (at most 2 s, as lore.server.AFTER_CALLER_S) while the hook named by LORE_SERVER_AFTER_PID runs."""
+    import os
+    import time
+
+    try:
+        caller = int(os.environ.pop("LORE_SERVER_AFTER_PID", ""))
+    except ValueError:
+        return
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        try:
+            os.kill(caller, 0)
+            with open(f"/proc/{caller}/stat", "rb") as stat:
+                if stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
+                    return  # exited, not yet reaped
+        except (ProcessLookupError, FileNotFoundError, IndexError):
+            return
+        except OSError:
+            pass  # no /proc (or no permission): kill(0) alone says it runs
+        time.sleep(0.005)
 
 
 # Global options that take a value (lore.cli.app's callback); the command follows them.

@@ -222,3 +222,34 @@ def test_session_start_asks_a_warm_helper_and_skips_the_store_imports(auto: Path
     assert warm["out"] == cold["out"]
     assert not warm["store"] and not warm["yaml"]
     wait_for(lambda: answered_by_helper(auto, 1), timeout=10, what="the helper to count the session request")
+
+
+HOLDING_CALLER = """
+import sys
+from pathlib import Path
+from lore.server import ensure_started
+print(ensure_started(Path(sys.argv[1]), Path(sys.argv[2])), flush=True)
+sys.stdin.readline()  # a hook still working: the helper must not warm up beside it
+"""
+
+
+@pytest.mark.slow
+def test_a_helper_spawned_by_a_hook_warms_up_only_once_the_hook_has_exited(auto: Path, indexed: Path) -> None:
+    caller = subprocess.Popen([sys.executable, "-c", HOLDING_CALLER, str(auto), str(indexed)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert caller.stdout is not None and caller.stdin is not None
+        pid = int(caller.stdout.readline())
+        # A helper for this small store is ready in well under a second when it does not wait.
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            assert server.read_status(auto) is None, "the helper warmed up while its caller was still running"
+            assert server._alive(pid)
+            time.sleep(0.05)
+        caller.stdin.close()
+        assert caller.wait(timeout=30) == 0
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+    status = wait_for(lambda: server.read_status(auto), what="the helper once its caller exited")
+    assert isinstance(status, dict) and status["pid"] == pid
