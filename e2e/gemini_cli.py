@@ -45,6 +45,7 @@ from common import (
     Failed,
     Run,
     check,
+    node_path,
     npm_install,
 )
 from fake_gemini import FakeGemini, Recorded, Reply, last_user_text, request_text
@@ -186,7 +187,8 @@ def main() -> int:
     prefix = Path(os.environ["LORE_E2E_NPM_PREFIX_GEMINI"]) if os.environ.get("LORE_E2E_NPM_PREFIX_GEMINI") else root / "npm"
     run: GeminiRun | None = None
     try:
-        run = GeminiRun(root, npm_install(prefix, PACKAGE, "gemini", GEMINI_VERSION))
+        os.environ["PATH"] = node_path(prefix)  # the CLI runs on Node.js 20+
+        run = GeminiRun(root, npm_install(prefix, PACKAGE, "gemini", GEMINI_VERSION, scripts=False))
         ids = run.seed()
         print(f"PASS  set-up: {install(run)}", flush=True)
         with FakeGemini(script) as api:
