@@ -49,26 +49,36 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _wait_for_spawning_hook() -> None:
-    """Wait (at most 2 s, as lore.server.AFTER_CALLER_S) while the hook named by LORE_SERVER_AFTER_PID runs."""
+    """Wait while the hook named by LORE_SERVER_AFTER_PID runs (at most 2 s, as lore.server.AFTER_CALLER_S),
+    then LORE_SERVER_SETTLE_MS more (at most 2 s; lore.server.SESSION_SETTLE_S says why)."""
     import os
     import time
 
     try:
         caller = int(os.environ.pop("LORE_SERVER_AFTER_PID", ""))
+        settle = min(2.0, max(0.0, int(os.environ.pop("LORE_SERVER_SETTLE_MS", "0")) / 1000))
     except ValueError:
         return
     end = time.monotonic() + 2.0
-    while time.monotonic() < end:
-        try:
-            os.kill(caller, 0)
-            with open(f"/proc/{caller}/stat", "rb") as stat:
-                if stat.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X"):
-                    return  # exited, not yet reaped
-        except (ProcessLookupError, FileNotFoundError, IndexError):
-            return
-        except OSError:
-            pass  # no /proc (or no permission): kill(0) alone says it runs
+    while time.monotonic() < end and _running(caller):
         time.sleep(0.005)
+    time.sleep(settle)
+
+
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # not ours to signal, but there
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")  # a zombie has exited
+    except (OSError, IndexError):
+        return True  # no /proc: kill(0) alone says it runs
 
 
 # Global options that take a value (lore.cli.app's callback); the command follows them.

@@ -329,9 +329,10 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
         if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
             return 0
         from lore.paths import Locations
+        from lore.server import SESSION_SETTLE_S
 
         locations = locations or Locations.resolve()
-        start_helper(locations)
+        start_helper(locations, SESSION_SETTLE_S)
         budget = budget_chars()
         note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
         text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
@@ -366,12 +367,12 @@ def session_text(locations: Any, project: str | None, cwd: str | None, budget: i
     return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
 
 
-def start_helper(locations: Any) -> None:
+def start_helper(locations: Any, settle_s: float = 0.0) -> None:
     """Start the warm helper in the background when none runs (``lore.server.ensure_started``); never raises."""
     try:
         from lore.server import ensure_started
 
-        ensure_started(locations.index_dir, locations.data_dir)
+        ensure_started(locations.index_dir, locations.data_dir, settle_s)
     except Exception as exc:
         log_failure("server-start", repr(exc))
 

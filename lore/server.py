@@ -38,6 +38,12 @@ MAX_REQUEST = 1 << 20
 DEFAULT_MAX_RSS_MB = 512
 # A helper spawned by a hook waits this long at most for the hook to exit before it warms up.
 AFTER_CALLER_S = 2.0
+# ...and, spawned by the session-start hook, this long more: a scripted session (claude -p)
+# sends its first prompt within ~100 ms of the session start, and that prompt's in-process
+# search should not share two cores with the helper's warm-up (measured with Claude Code:
+# context on 3 of 7 such prompts without the pause, 6 of 7 with the helper off). A person
+# takes longer than this to type a first prompt, which then finds the helper ready.
+SESSION_SETTLE_S = 1.0
 # A helper that was spawned but died before serving (no usable data, a crash) is not
 # respawned by every prompt: at most once per this many seconds.
 SPAWN_RETRY_S = 10.0
@@ -130,7 +136,7 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
 
 
 def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
-                   after_caller: bool = False) -> int:  # fmt: skip
+                   after_caller: bool = False, settle_s: float = 0.0) -> int:  # fmt: skip
     """Start a helper in its own session (it outlives this process by design); return its pid.
 
     Spawn and return: nothing here waits for the helper. Its stdin, stdout and stderr
@@ -140,9 +146,10 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     under a millisecond where ``subprocess`` costs 5-10 ms to import and as much to
     fork: the session-start hook pays this on every session.
 
-    ``after_caller``: the helper takes its lock at once but waits for this process to
-    exit (at most ``AFTER_CALLER_S``) before it imports and loads anything, so a hook
-    that spawns it does not share the CPU with it on a small machine.
+    ``after_caller``: the helper waits for this process to exit (at most
+    ``AFTER_CALLER_S``), then ``settle_s`` more, before it imports and loads anything
+    (lore.__main__ does the waiting), so the hook that spawns it, and a prompt sent
+    right after a session start, do not share the CPU with its warm-up on a small machine.
     """
     index_dir = (index_dir or _current_index_dir()).absolute()
     paths = server_paths(index_dir)
@@ -152,10 +159,11 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
         env["LORE_DATA_DIR"] = str(data_dir.absolute())
     elif env.get("LORE_DATA_DIR"):
         env["LORE_DATA_DIR"] = os.path.abspath(env["LORE_DATA_DIR"])
+    env.pop("LORE_SERVER_AFTER_PID", None)
+    env.pop("LORE_SERVER_SETTLE_MS", None)
     if after_caller:
         env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
-    else:
-        env.pop("LORE_SERVER_AFTER_PID", None)
+        env["LORE_SERVER_SETTLE_MS"] = str(int(max(0.0, settle_s) * 1000))
     argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
     if hasattr(os, "posix_spawn"):
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -172,7 +180,7 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     return process.pid
 
 
-def ensure_started(index_dir: Path, data_dir: Path) -> int | None:
+def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0) -> int | None:
     """Start a helper for ``index_dir`` in the background unless one serves or is starting.
 
     Never waits for it: the caller (a hook) answers this prompt without it. Returns the
@@ -193,7 +201,7 @@ def ensure_started(index_dir: Path, data_dir: Path) -> int | None:
         return None  # still warming up (it writes its status once it serves)
     if 0.0 <= time.time() - at < SPAWN_RETRY_S:
         return None
-    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True)
+    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True, settle_s=settle_s)
     with contextlib.suppress(OSError):
         tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
