@@ -1,8 +1,8 @@
 """Entry point. Dispatches the latency-critical paths before importing the CLI stack.
 
-``lore --version`` and ``lore hook prompt`` run on every shell completion and
-every agent prompt, ``lore merge-driver`` once per file of a git merge;
-importing typer alone costs ~150 ms on a small machine.
+``lore --version``, ``lore hook prompt`` and ``lore hook session-start`` run on
+every shell completion, every agent prompt and every session, ``lore merge-driver``
+once per file of a git merge; importing typer alone costs ~150 ms on a small machine.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ def main(argv: list[str] | None = None) -> None:
 
         sys.stdout.write(f"lore {__version__}\n")
         return
-    if len(args) >= 2 and args[0] == "hook" and args[1] == "prompt" and "--help" not in args:
+    if len(args) >= 2 and args[0] == "hook" and args[1] in ("prompt", "session-start") and "--help" not in args:
         import os
 
-        from lore.hook import run_prompt_hook
+        from lore.hook import run_prompt_hook, run_session_start_hook
 
-        code = run_prompt_hook(args[2:])
+        code = (run_prompt_hook if args[1] == "prompt" else run_session_start_hook)(args[2:])
         sys.stdout.flush()
         # Skip interpreter teardown: faster, and a worker thread cut off at the
         # deadline cannot delay the exit.
@@ -33,9 +33,87 @@ def main(argv: list[str] | None = None) -> None:
 
         merge_driver(args[1:])
         return
+    if args[:2] == ["server", "run"] and "--help" not in args:
+        # What the hooks spawn: nothing is imported before the helper has let the hook that
+        # spawned it finish (it shares the CPU with that hook on a small machine).
+        _wait_for_spawning_hook()
+        from lore.server import DEFAULT_IDLE_S, serve
+
+        idle = DEFAULT_IDLE_S
+        if len(args) == 4 and args[2] == "--idle" and args[3].isdigit():
+            idle = max(1, int(args[3]))
+        elif len(args) != 2:
+            from lore.cli.app import run
+
+            sys.exit(run(args))  # anything else: let the CLI parse (and report) it
+        sys.exit(serve(idle))
+    if _command(args) == "mcp":
+        _exit_on_signals_while_starting()
     from lore.cli.app import run
 
     sys.exit(run(args))
+
+
+def _wait_for_spawning_hook() -> None:
+    """Wait while the hook named by LORE_SERVER_AFTER_PID runs (at most 2 s, as lore.server.AFTER_CALLER_S),
+    then LORE_SERVER_SETTLE_MS more (at most 2 s; lore.server.SESSION_SETTLE_S says why)."""
+    import os
+    import time
+
+    try:
+        caller = int(os.environ.pop("LORE_SERVER_AFTER_PID", ""))
+        settle = min(2.0, max(0.0, int(os.environ.pop("LORE_SERVER_SETTLE_MS", "0")) / 1000))
+    except ValueError:
+        return
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end and _running(caller):
+        time.sleep(0.005)
+    time.sleep(settle)
+
+
+def _running(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # not ours to signal, but there
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")  # a zombie has exited
+    except (OSError, IndexError):
+        return True  # no /proc: kill(0) alone says it runs
+
+
+# Global options that take a value (lore.cli.app's callback); the command follows them.
+_VALUED = frozenset({"--data-dir", "--index-dir", "--project", "-P"})
+
+
+def _command(args: list[str]) -> str | None:
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _VALUED:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _exit_on_signals_while_starting() -> None:
+    """`lore mcp` takes seconds to import the MCP SDK; a client that gives up meanwhile sends SIGINT.
+
+    Until the server installs its own handlers (which finish the tool call in progress),
+    either signal ends the process at once, with exit 0 and no traceback.
+    """
+    import os
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda number, frame: os._exit(0))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,62 @@ def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
+# The agents whose hook protocols lore speaks (lore.agents installs the hooks).
+AGENTS = ("claude-code", "codex", "gemini", "cursor")
+# The prompt hook's event name in each agent's protocol.
+# Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
+PROMPT_EVENTS = {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent"}
+# Said at the start of every Cursor session, since its prompt hook cannot add context.
+CURSOR_NOTE = ("lore memory: before designing or changing something, call the `context` tool of the `lore` MCP "
+               "server with what you are about to do; `search` finds decisions, patterns and lessons.")  # fmt: skip
+
+
+def agent_argument(args: list[str]) -> str:
+    """``--agent NAME`` (or ``--agent=NAME``) from a hook's arguments; Claude Code by default.
+
+    A hook never fails on its arguments (a non-zero exit can block the agent): an
+    unknown agent is logged and answered in Claude Code's protocol.
+    """
+    agent = "claude-code"
+    for index, arg in enumerate(args):
+        if arg == "--agent" and index + 1 < len(args):
+            agent = args[index + 1]
+        elif arg.startswith("--agent="):
+            agent = arg.split("=", 1)[1]
+    if agent not in AGENTS:
+        log_failure("UsageError", f"unknown agent {agent!r}; speaking Claude Code's hook protocol")
+        return "claude-code"
+    return agent
+
+
+def prompt_output(agent: str, context: str) -> str:
+    if agent == "cursor":
+        return json.dumps({"continue": True})
+    return hook_output(PROMPT_EVENTS.get(agent, "UserPromptSubmit"), context)
+
+
+def event_cwd(event: dict[str, Any]) -> str | None:
+    """The working directory of a hook event (Cursor sends its workspace roots instead)."""
+    cwd = event.get("cwd")
+    if isinstance(cwd, str) and cwd:
+        return cwd
+    roots = event.get("workspace_roots")
+    if isinstance(roots, list) and roots and isinstance(roots[0], str):
+        return roots[0]
+    return None
+
+
+# Gemini CLI hands hook context to the model as <hook_context>...</hook_context> and, in
+# non-interactive mode, prepends the session-start context to the prompt that BeforeAgent
+# then receives: the hook must search the user's words, not its own earlier output.
+_HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.DOTALL)
+
+
+def user_prompt(prompt: str) -> str:
+    """The prompt without context an agent wrapped into it (Gemini's ``<hook_context>`` blocks)."""
+    return _HOOK_CONTEXT.sub("", prompt) if "<hook_context>" in prompt else prompt
+
+
 def content_word_count(prompt: str) -> int:
     return sum(1 for w in _WORD.findall(prompt) if w.lower() not in _TRIVIAL_WORDS)
 
@@ -214,15 +270,22 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
     stdout = stdout if stdout is not None else sys.stdout
     started = time.monotonic()
     deadline = started + deadline_seconds()
+    agent = agent_argument(args)
+    spawn_for: Any = None
     try:
+        if agent == "cursor":  # no context to add: say "continue" and nothing else
+            stdout.write(prompt_output(agent, "") + "\n")
+            stdout.flush()
+            return 0
         if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
             return 0
         event = read_event(stdin)
         prompt = event.get("prompt")
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
+        prompt = user_prompt(prompt)
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+        cwd = event_cwd(event)
         if session_opted_out(session_id):
             return 0
         remember_last_prompt(session_id, prompt)
@@ -239,15 +302,88 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": _gap_line(),
                            "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
         if text is None:
+            spawn_for = locations  # a helper for the next prompt, once this one is answered
             text = _in_process(prompt, cwd, budget, started, deadline, locations)
         if text and len(text) <= budget:
-            stdout.write(hook_output("UserPromptSubmit", text) + "\n")
+            stdout.write(prompt_output(agent, text) + "\n")
             stdout.flush()
     except BaseException as exc:  # the prompt must go through whatever happens
         if isinstance(exc, KeyboardInterrupt):
             return 0
         log_failure(type(exc).__name__, str(exc))
+    if spawn_for is not None:
+        # Last, after the answer is out: the new interpreter's start-up shares no CPU with this prompt.
+        start_helper(spawn_for)
     return 0
+
+
+def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = None, locations: Any = None,
+                           project: str | None = None) -> int:  # fmt: skip
+    """Entry point for ``lore hook session-start``: print the session context, start the warm helper. Always 0.
+
+    The helper is spawned last, once the context is written: a ``posix_spawn`` (about
+    a millisecond), and the new interpreter's start-up then shares no CPU with this
+    hook. The helper waits for this hook to exit, then ``SESSION_SETTLE_S``, before
+    it warms up, and is ready about 1.3 s after the session started.
+    """
+    stdin = stdin if stdin is not None else sys.stdin
+    stdout = stdout if stdout is not None else sys.stdout
+    agent = agent_argument(args)
+    text = ""
+    spawn_for: Any = None
+    try:
+        event = read_event(stdin)
+        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
+            return 0
+        from lore.paths import Locations
+
+        locations = spawn_for = locations or Locations.resolve()
+        budget = budget_chars()
+        note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
+        text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
+        text = "\n".join(part for part in (note, text) if part)
+    except BaseException as exc:  # the session must start whatever happens
+        if not isinstance(exc, KeyboardInterrupt):
+            log_failure(type(exc).__name__, str(exc))
+    finally:
+        if agent == "cursor":
+            stdout.write(json.dumps({"additional_context": text, "continue": True} if text else {"continue": True}) + "\n")
+        elif text:
+            stdout.write(hook_output("SessionStart", text) + "\n")
+        stdout.flush()
+    if spawn_for is not None:
+        from lore.server import SESSION_SETTLE_S
+
+        start_helper(spawn_for, SESSION_SETTLE_S)
+    return 0
+
+
+SESSION_ASK_S = 0.5
+
+
+def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
+    """The session-start block: from a running helper when there is one (no store imports), else in process."""
+    from lore.server import ask_server
+
+    asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
+                        "data_dir": str(locations.data_dir.resolve())},
+                       time.monotonic() + SESSION_ASK_S, locations.index_dir)  # fmt: skip
+    if asked is not None:
+        return asked
+    from lore.project import detect_project
+    from lore.session_context import session_start_text
+
+    return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
+
+
+def start_helper(locations: Any, settle_s: float = 0.0) -> None:
+    """Start the warm helper in the background when none runs (``lore.server.ensure_started``); never raises."""
+    try:
+        from lore.server import ensure_started
+
+        ensure_started(locations.index_dir, locations.data_dir, settle_s)
+    except Exception as exc:
+        log_failure("server-start", repr(exc))
 
 
 def opt_out_path(session_id: str) -> Path:

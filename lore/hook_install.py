@@ -125,8 +125,10 @@ def is_lore_entry(entry: object) -> bool:
     )
 
 
-def lore_command(command_prefix: str, hook: LoreHook) -> str:
-    return f"{command_prefix} hook {hook.subcommand}"
+def lore_command(command_prefix: str, hook: LoreHook, agent: str | None = None) -> str:
+    """``<lore> hook <subcommand>``, with ``--agent NAME`` for agents other than Claude Code."""
+    suffix = f" --agent {agent}" if agent and agent != "claude-code" else ""
+    return f"{command_prefix} hook {hook.subcommand}{suffix}"
 
 
 def find_lore_executable() -> str:
@@ -148,7 +150,9 @@ def default_command_prefix(scope: str) -> str:
 # --------------------------------------------------------------------------- pure planning
 
 
-def _check_shape(settings: object, path: Path | str | None = None) -> dict[str, Any]:
+def _check_shape(settings: object, path: Path | str | None = None,
+                 events: frozenset[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Check the parts lore edits: ``hooks`` (only ``events`` of it when given) must hold matcher groups."""
     if not isinstance(settings, dict):
         raise DataError("settings must be a JSON object", path=path, hint="lore did not change the file")
     hooks = settings.get("hooks")
@@ -159,6 +163,8 @@ def _check_shape(settings: object, path: Path | str | None = None) -> dict[str, 
             "'hooks' must be an object", path=path, field="hooks", hint="lore did not change the file"
         )
     for event, groups in hooks.items():
+        if events is not None and event not in events:
+            continue  # another tool's key (Gemini keeps e.g. hooks.disabled here): not lore's to judge
         if not isinstance(groups, list):
             raise DataError(f"hooks.{event} must be a list of matcher groups", path=path, field=f"hooks.{event}",
                             hint="lore did not change the file")  # fmt: skip
@@ -179,18 +185,21 @@ def _lore_commands_in(groups: list[Any]) -> list[str]:
 
 
 def _install(
-    settings: dict[str, Any], scope: str, command_prefix: str
-) -> tuple[dict[str, Any], list[Change]]:
+    settings: dict[str, Any], scope: str, command_prefix: str, hooks_wanted: tuple[LoreHook, ...] = LORE_HOOKS,
+    agent: str | None = None, extra: dict[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], list[Change]]:  # fmt: skip
+    """Merge ``hooks_wanted`` (lore's entry per event) into ``settings``; ``extra`` adds keys per subcommand."""
     if scope not in SCOPES:
         raise UsageError(f"unknown scope {scope!r}", hint="use --scope user or --scope project")
-    result = copy.deepcopy(_check_shape(settings))
+    result = copy.deepcopy(_check_shape(settings, events=frozenset(h.event for h in hooks_wanted)))
     if result.get("hooks") is None:
         result["hooks"] = {}
     hooks = result["hooks"]
     changes: list[Change] = []
-    for hook in LORE_HOOKS:
-        command = lore_command(command_prefix, hook)
-        wanted = {"type": "command", "command": command, "timeout": hook.timeout}
+    for hook in hooks_wanted:
+        command = lore_command(command_prefix, hook, agent)
+        wanted = {"type": "command", "command": command, "timeout": hook.timeout,
+                  **(extra or {}).get(hook.subcommand, {})}  # fmt: skip
         groups = hooks.setdefault(hook.event, [])
         existing = _lore_commands_in(groups)
         if not existing:
@@ -228,13 +237,16 @@ def _entry_matches(groups: list[Any], wanted: dict[str, Any]) -> bool:
     return False
 
 
-def _uninstall(settings: dict[str, Any]) -> tuple[dict[str, Any], list[Change]]:
-    result = copy.deepcopy(_check_shape(settings))
+def _uninstall(settings: dict[str, Any], events: frozenset[str] | None = None) -> tuple[dict[str, Any], list[Change]]:
+    """Remove lore's entries (from ``events`` only, when given) and the groups and lists left empty."""
+    result = copy.deepcopy(_check_shape(settings, events=events))
     hooks = result.get("hooks")
     changes: list[Change] = []
     if not isinstance(hooks, dict):
         return result, changes
     for event in list(hooks):
+        if events is not None and event not in events:
+            continue
         groups = hooks[event]
         removed = _lore_commands_in(groups)
         if not removed:
@@ -281,8 +293,11 @@ def settings_path(scope: str, cwd: Path | None = None) -> Path:
     raise UsageError(f"unknown scope {scope!r}", hint="use --scope user or --scope project")
 
 
-def read_settings(path: Path) -> tuple[dict[str, Any], bytes | None]:
-    """Parse ``path``; a missing or blank file is ``{}``. Raises ``DataError`` with the line on bad JSON."""
+def read_settings(path: Path, events: frozenset[str] | None = None) -> tuple[dict[str, Any], bytes | None]:
+    """Parse ``path``; a missing or blank file is ``{}``. Raises ``DataError`` with the line on bad JSON.
+
+    ``events``: check only these keys of ``hooks`` (another agent's file holds other keys there).
+    """
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -300,7 +315,7 @@ def read_settings(path: Path) -> tuple[dict[str, Any], bytes | None]:
     except json.JSONDecodeError as exc:
         raise DataError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno,
                         hint="fix the file by hand; lore did not change it") from exc  # fmt: skip
-    return _check_shape(parsed, path), raw
+    return _check_shape(parsed, path, events), raw
 
 
 def _indent_of(raw: bytes | None) -> int | str:

@@ -69,6 +69,10 @@ ProjectArg = Annotated[
     Field(description="Project name; default: the project detected from the server's working directory."),
 ]
 TagsArg = Annotated[list[str] | None, Field(description="Tags, e.g. ['postgres', 'performance'].")]
+VerboseArg = Annotated[
+    bool,
+    Field(description="Return the full record data and scoring details (large); the default is a compact summary."),
+]
 RecordId = Annotated[
     str, Field(description="A record id such as dec-1a2b3c4d (a unique prefix of 6+ characters works).")
 ]
@@ -163,30 +167,46 @@ class LoreMCP:
         )
 
     # -- tool bodies --------------------------------------------------------------------
-    def search(self, query: str, limit: int, kind: str | None, project: str | None) -> CallToolResult:
+    def search(self, query: str, limit: int, kind: str | None, project: str | None,
+               verbose: bool = False) -> CallToolResult:  # fmt: skip
         from lore.context import GAP_LINE
-        from lore.render.results import response_json
+        from lore.render.results import brief_hits, brief_line, response_json
         from lore.render.text import one_line
 
         response, reader = self.run_search(query, self.options(limit=limit, kind=kind, project=project))
-        payload = response_json(response, reader)
-        lines = [f"{hit['id']}  {hit['type']}  score {hit['score']:.4f}  {one_line(hit['title'])}"
-                 for hit in payload["results"]]  # fmt: skip
+        data: dict[str, Any]
+        if verbose:
+            data = response_json(response, reader)
+            lines = [f"{hit['id']}  {hit['type']}  score {hit['score']:.4f}  {one_line(hit['title'])}"
+                     for hit in data["results"]]  # fmt: skip
+            warnings = data["warnings"]
+        else:
+            hits = brief_hits(response, reader)
+            lines = [brief_line(hit) for hit in hits]
+            warnings = list(response.warnings)
+            data = {"results": hits, "evidence_gap": response.gap.gap}
+            if warnings:
+                data["warnings"] = warnings
         if not lines:
             lines.append("No matching records.")
-        if payload["evidence_gap"]:  # first, so it is read before the (unreliable) hits
+        if response.gap.gap:  # first, so it is read before the (unreliable) hits
             lines.insert(0, GAP_LINE)
-        lines.extend(f"Warning: {w}" for w in payload["warnings"])
-        return _result("\n".join(lines), payload)
+        lines.extend(f"Warning: {w}" for w in warnings)
+        return _result("\n".join(lines), data)
 
-    def context(self, query: str, budget_tokens: int, max_items: int) -> CallToolResult:
+    def context(self, query: str, budget_tokens: int, max_items: int, verbose: bool = False) -> CallToolResult:
         from lore.context import CHARS_PER_TOKEN, GAP_LINE, assemble, block_json
 
         response, reader = self.run_search(query, self.options(limit=max_items, graph_depth=1))
         block = assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
                          fenced=True, gap_line=True)  # fmt: skip
         text = block.text or GAP_LINE
-        return _result(text, block_json(block))
+        if verbose:
+            return _result(text, block_json(block))
+        # The block itself, not a description of it: a client that shows the model only the
+        # structured content (Claude Code does) must still hand it the memories.
+        return _result(text, {"context": text, "ids": [item.id for item in block.items],
+                              "evidence_gap": block.evidence_gap})  # fmt: skip
 
     def show(self, record_id: str) -> CallToolResult:
         from lore.render.records import record_json
@@ -201,9 +221,9 @@ class LoreMCP:
             for e in snapshot.edges if record.id in (e.source, e.target)
         ]  # fmt: skip
         payload = _jsonable(payload)
-        return _result(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode(), payload)
+        return _result(orjson.dumps(payload).decode(), payload)
 
-    def written(self, result: Any, verb: str) -> CallToolResult:
+    def written(self, result: Any, verb: str, verbose: bool = False) -> CallToolResult:
         from lore.render.records import KIND_LABEL, record_json
 
         record = result.record
@@ -216,8 +236,14 @@ class LoreMCP:
         if result.redactions:
             kinds = ", ".join(sorted(set(result.redactions)))
             lines.append(f"Redacted {len(result.redactions)} secret(s) before storing: {kinds}")
-        payload: dict[str, Any] = {**record_json(record), "created": result.created,
-                                   "redacted": sorted(set(result.redactions)), "notices": notices}  # fmt: skip
+        written = record_json(record)
+        if not verbose:  # what was written is what the agent sent: echo only what it did not know
+            written = {key: written[key] for key in ("id", "type", "title", "project")}
+        payload: dict[str, Any] = {**written, "created": result.created}
+        if notices:
+            payload["notices"] = notices
+        if result.redactions or verbose:
+            payload["redacted"] = sorted(set(result.redactions))
         if result.merged_into:
             payload["merged_into"] = result.merged_into
         return _result("\n".join(lines), payload)
@@ -228,8 +254,9 @@ class LoreMCP:
                 "created_at": edge.created_at}  # fmt: skip
         return _result(f"Linked {edge.source} -{edge.relation}-> {edge.target}", data)
 
-    def graph_neighbors(self, record_id: str, depth: int) -> CallToolResult:
-        from lore.render.text import one_line
+    def graph_neighbors(self, record_id: str, depth: int, verbose: bool = False) -> CallToolResult:
+        from lore.render.results import BRIEF_TITLE_CHARS
+        from lore.render.text import one_line, shorten
 
         self.store().require()
         reader = self.session.open(os.environ.get("LORE_INDEX_REFRESH", "refresh"))
@@ -249,10 +276,13 @@ class LoreMCP:
                 arrow = f"-{edge.relation}->" if direction == "out" else f"<-{edge.relation}-"
                 chain += [arrow, at]
                 steps.append({"relation": edge.relation, "direction": direction, "to": at})
-            neighbours.append({
-                "id": other, "type": table.kinds[row], "title": table.doc(row)["title"], "hops": hops,
-                "path": " ".join(chain), "relations": [s["relation"] for s in steps], "steps": steps,
-            })  # fmt: skip
+            neighbour: dict[str, Any] = {"id": other, "type": table.kinds[row], "title": table.doc(row)["title"],
+                                         "hops": hops, "path": " ".join(chain)}  # fmt: skip
+            if verbose:
+                neighbour.update(relations=[s["relation"] for s in steps], steps=steps)
+            else:
+                neighbour["title"] = shorten(one_line(neighbour["title"]), BRIEF_TITLE_CHARS) or neighbour["title"][:BRIEF_TITLE_CHARS]
+            neighbours.append(neighbour)
         if neighbours:
             lines = [f"{n['hops']}  {n['path']}  {n['type']}  {one_line(n['title'])}" for n in neighbours]
         else:
@@ -283,10 +313,10 @@ def build_server(lore: LoreMCP) -> Any:
         annotations=READ_ONLY,
         description=(
             "Search the team's memory (decisions, patterns, anti-patterns, lessons, handoffs, failures, "
-            "observations) with hybrid ranking. Returns one line per hit: id, type, score, title, best first; "
-            "plus '[EVIDENCE GAP ...]' when nothing reliable matched (then do not rely on the hits). "
-            "Structured content has each hit's full text and score components. Use it to see what exists; "
-            "use `context` for a compact block to ground your work, and `show` to read a hit in full."
+            "observations) with hybrid ranking. Returns one compact line per hit, best first: id, type, score, "
+            "age, project, title and a snippet; plus '[EVIDENCE GAP ...]' when nothing reliable matched (then do "
+            "not rely on the hits). Use it to see what exists; use `context` for a compact block to ground your "
+            "work, and `show` to read a hit in full. `verbose` adds full texts and score components."
         ),
     )
     def search(
@@ -297,8 +327,9 @@ def build_server(lore: LoreMCP) -> Any:
             str | None,
             Field(description="Only records of this project (the current project is boosted anyway)."),
         ] = None,
+        verbose: VerboseArg = False,
     ) -> CallToolResult:
-        return lore.call(lambda: lore.search(query, limit, type, project))
+        return lore.call(lambda: lore.search(query, limit, type, project, verbose))
 
     @server.tool(
         name="context",
@@ -317,8 +348,9 @@ def build_server(lore: LoreMCP) -> Any:
             int, Field(ge=10, le=100000, description="Token budget for the block (1 token = 4 characters).")
         ] = 500,
         max_items: Annotated[int, Field(ge=1, le=50, description="Most memories to include.")] = 5,
+        verbose: VerboseArg = False,
     ) -> CallToolResult:
-        return lore.call(lambda: lore.context(query, budget_tokens, max_items))
+        return lore.call(lambda: lore.context(query, budget_tokens, max_items, verbose))
 
     @server.tool(
         name="show",
@@ -357,13 +389,14 @@ def build_server(lore: LoreMCP) -> Any:
             Annotated[float, Field(ge=0.0, le=1.0)] | None, Field(description="0-1 (default 0.8).")
         ] = None,
         project: ProjectArg = None,
+        verbose: VerboseArg = False,
     ) -> CallToolResult:
         from lore import capture
 
         return lore.call(lambda: lore.written(capture.remember(
             lore.store(), decision, project=lore.project(project), rationale=rationale, alternatives=alternatives,
             tags=tags, importance=importance, confidence=confidence,
-        ), "Remembered"))  # fmt: skip
+        ), "Remembered", verbose))  # fmt: skip
 
     @server.tool(
         name="learn",
@@ -383,13 +416,14 @@ def build_server(lore: LoreMCP) -> Any:
         category: Annotated[str | None, Field(description="Category (default: general).")] = None,
         tags: TagsArg = None,
         project: ProjectArg = None,
+        verbose: VerboseArg = False,
     ) -> CallToolResult:
         from lore import capture
 
         return lore.call(lambda: lore.written(capture.learn(
             lore.store(), name, project=lore.project(project), context=context, problem=problem,
             solution=solution, category=category, tags=tags,
-        ), "Learned"))  # fmt: skip
+        ), "Learned", verbose))  # fmt: skip
 
     @server.tool(
         name="handoff",
@@ -406,6 +440,7 @@ def build_server(lore: LoreMCP) -> Any:
         blockers: Annotated[list[str] | None, Field(description="What blocks progress.")] = None,
         questions: Annotated[list[str] | None, Field(description="Open questions.")] = None,
         project: ProjectArg = None,
+        verbose: VerboseArg = False,
     ) -> CallToolResult:
         from lore import capture
         from lore.capture import WriteOptions
@@ -413,7 +448,7 @@ def build_server(lore: LoreMCP) -> Any:
         return lore.call(lambda: lore.written(capture.handoff(
             lore.store(), text, project=lore.project(project), next_steps=next_steps, blockers=blockers,
             questions=questions, options=WriteOptions(check_duplicates=False),
-        ), "Handed off"))  # fmt: skip
+        ), "Handed off", verbose))  # fmt: skip
 
     @server.tool(
         name="link",
@@ -445,15 +480,49 @@ def build_server(lore: LoreMCP) -> Any:
     def graph_neighbors(
         id: RecordId,
         depth: Annotated[int, Field(ge=1, le=3, description="How many hops to follow.")] = 1,
+        verbose: VerboseArg = False,
     ) -> CallToolResult:
-        return lore.call(lambda: lore.graph_neighbors(id, depth))
+        return lore.call(lambda: lore.graph_neighbors(id, depth, verbose))
 
     return server
 
 
+# How long a SIGINT/SIGTERM waits for a tool call in progress (a write holding the data-dir
+# lock, an index refresh) before the server exits anyway; the stores and the index are
+# safe to leave at any moment, a finished write is just tidier.
+EXIT_GRACE_S = 3.0
+
+
+def exit_on_signals(lore: LoreMCP) -> None:
+    """Exit 0 promptly on SIGINT and SIGTERM, after the tool call in progress if any.
+
+    Without this, SIGINT raised KeyboardInterrupt in the event loop while the SDK's
+    stdin reader thread kept the interpreter alive until stdin closed (clients log
+    "SIGINT failed, sending SIGTERM"), and SIGTERM killed the process mid-call.
+    The handler only starts a thread: it must not block the event loop it interrupts.
+    """
+    import signal
+
+    def leave() -> None:
+        finished = lore.lock.acquire(timeout=EXIT_GRACE_S)
+        with contextlib.suppress(Exception):
+            if not finished:
+                sys.stderr.write("lore mcp: a tool call was still running; exiting anyway\n")
+            sys.stderr.flush()
+        os._exit(0)
+
+    def on_signal(signum: int, frame: Any) -> None:
+        threading.Thread(target=leave, name="lore-mcp-exit", daemon=True).start()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+
 def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None) -> None:
-    """Run the stdio server until the client closes stdin."""
+    """Run the stdio server until the client closes stdin or sends SIGINT/SIGTERM."""
     if not locations.data_dir.is_dir():
         print(f"lore mcp: warning: data directory {locations.data_dir} does not exist; "
               "create it with `lore init`", file=sys.stderr)  # fmt: skip
-    build_server(LoreMCP(locations, project=project, cwd=cwd)).run("stdio")
+    lore = LoreMCP(locations, project=project, cwd=cwd)
+    exit_on_signals(lore)
+    build_server(lore).run("stdio")

@@ -1,12 +1,15 @@
-"""The optional warm helper: one process per index that keeps the index, model and graph loaded.
+"""The warm helper: one process per index that keeps the index, model and graph loaded.
 
 A prompt hook pays the interpreter start plus a socket round trip instead of
 importing numpy and the tokenizer and loading the index every time.
-Rules: a single instance per index (file lock); it exits after an idle period
-(default 10 minutes) and when its index is rebuilt; ``lore server status|stop``
-show and stop it; it only starts when the user enabled it (``lore server start``,
-or ``LORE_SERVER=auto`` / ``lore server enable`` for the hook to start it);
-the hook falls back to in-process work whenever it does not answer.
+Rules: the SessionStart hook starts it in the background (so the first prompt
+is warm) and the prompt hook starts it when none runs, both without waiting for
+it (``ensure_started``); ``lore server disable`` or ``LORE_SERVER=off`` turn
+that off. A single instance per index (file lock). It exits after an idle
+period (default 10 minutes), when its index is rebuilt or removed, when its
+data dir disappears, and when its resident memory passes ``max_rss_bytes()``
+(the next prompt starts a fresh one). ``lore server status|stop`` show and stop
+it; the hook falls back to in-process work whenever it does not answer.
 Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
 """
 
@@ -29,6 +32,21 @@ if TYPE_CHECKING:
 DEFAULT_IDLE_S = 600
 ACCEPT_POLL_S = 1.0
 MAX_REQUEST = 1 << 20
+# The helper exits once its resident set passes this (LORE_SERVER_MAX_RSS_MB overrides):
+# about 100 MB at 10,000 records and 250 MB at 50,000 here, so only a leak or a far
+# larger store reaches it; the next prompt then starts a fresh helper.
+DEFAULT_MAX_RSS_MB = 512
+# A helper spawned by a hook waits this long at most for the hook to exit before it warms up.
+AFTER_CALLER_S = 2.0
+# ...and, spawned by the session-start hook, this long more: a scripted session (claude -p)
+# sends its first prompt within ~100 ms of the session start, and that prompt's in-process
+# search should not share two cores with the helper's warm-up (measured with Claude Code:
+# context on 3 of 7 such prompts without the pause, 6 of 7 with the helper off). A person
+# takes longer than this to type a first prompt, which then finds the helper ready.
+SESSION_SETTLE_S = 1.0
+# A helper that was spawned but died before serving (no usable data, a crash) is not
+# respawned by every prompt: at most once per this many seconds.
+SPAWN_RETRY_S = 10.0
 
 
 def _key(index_dir: Path) -> str:
@@ -40,7 +58,8 @@ def server_paths(index_dir: Path) -> dict[str, Path]:
 
     base = cache_dir() / "server"
     key = _key(index_dir)
-    return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json"}
+    return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json",
+            "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
 
 
 def _current_index_dir() -> Path:
@@ -50,12 +69,37 @@ def _current_index_dir() -> Path:
 
 
 def auto_start_enabled() -> bool:
+    """Whether the hooks start the helper: on unless ``LORE_SERVER=off`` or ``lore server disable``."""
     value = os.environ.get("LORE_SERVER")
-    if value is not None:
-        return value.lower() in ("auto", "on", "1", "yes")
+    if value is not None and value.strip():
+        return value.strip().lower() not in ("off", "0", "false", "no", "disable", "disabled")
     from lore.paths import state_dir
 
-    return (state_dir() / "server-auto").exists()
+    return not (state_dir() / "server-off").exists()
+
+
+def max_rss_bytes() -> int:
+    try:
+        megabytes = float(os.environ.get("LORE_SERVER_MAX_RSS_MB", DEFAULT_MAX_RSS_MB))
+    except ValueError:
+        megabytes = DEFAULT_MAX_RSS_MB
+    return int(max(32.0, megabytes) * 1024 * 1024)
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set now (Linux), else its peak (other Unixes); None when unknown."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    except (ImportError, OSError):
+        return None
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> str | None:
@@ -63,8 +107,6 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
     index_dir = index_dir or _current_index_dir()
     paths = server_paths(index_dir)
     if not paths["socket"].exists():
-        if auto_start_enabled():
-            start_detached(index_dir)
         return None
     remaining = deadline - time.monotonic()
     if remaining <= 0.01:
@@ -93,21 +135,78 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
     return text if isinstance(text, str) else None
 
 
-def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S) -> int:
-    """Start a helper in its own session (it outlives this process by design); return its pid."""
-    import subprocess
+def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
+                   after_caller: bool = False, settle_s: float = 0.0) -> int:  # fmt: skip
+    """Start a helper in its own session (it outlives this process by design); return its pid.
 
-    index_dir = index_dir or _current_index_dir()
+    Spawn and return: nothing here waits for the helper. Its stdin, stdout and stderr
+    are not the caller's (an agent waits for a hook's pipes to close), its locations
+    are absolute and it changes to ``/`` itself (it pins no directory); ``-P`` keeps
+    the caller's working directory off its import path. ``os.posix_spawn`` costs
+    under a millisecond where ``subprocess`` costs 5-10 ms to import and as much to
+    fork: the session-start hook pays this on every session.
+
+    ``after_caller``: the helper waits for this process to exit (at most
+    ``AFTER_CALLER_S``), then ``settle_s`` more, before it imports and loads anything
+    (lore.__main__ does the waiting), so the hook that spawns it, and a prompt sent
+    right after a session start, do not share the CPU with its warm-up on a small machine.
+    """
+    index_dir = (index_dir or _current_index_dir()).absolute()
     paths = server_paths(index_dir)
     paths["dir"].mkdir(parents=True, exist_ok=True)
-    log = (paths["dir"] / f"{_key(index_dir)}.log").open("ab")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lore", "server", "run", "--idle", str(idle)],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
-        env={**os.environ, "LORE_INDEX_DIR": str(index_dir)},
-    )  # fmt: skip
-    log.close()
+    env = {**os.environ, "LORE_INDEX_DIR": str(index_dir)}
+    if data_dir is not None:
+        env["LORE_DATA_DIR"] = str(data_dir.absolute())
+    elif env.get("LORE_DATA_DIR"):
+        env["LORE_DATA_DIR"] = os.path.abspath(env["LORE_DATA_DIR"])
+    env.pop("LORE_SERVER_AFTER_PID", None)
+    env.pop("LORE_SERVER_SETTLE_MS", None)
+    if after_caller:
+        env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
+        env["LORE_SERVER_SETTLE_MS"] = str(int(max(0.0, settle_s) * 1000))
+    argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
+    if hasattr(os, "posix_spawn"):
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, str(paths["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+                   (os.POSIX_SPAWN_DUP2, 1, 2)]  # fmt: skip
+        with contextlib.suppress(NotImplementedError):  # setsid where the platform lacks it
+            return os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+    import subprocess
+
+    with paths["log"].open("ab") as log:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                   close_fds=True, cwd="/", env=env)  # fmt: skip
+    # Never waited for: once this (short-lived) process exits, init reaps the helper.
     return process.pid
+
+
+def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0) -> int | None:
+    """Start a helper for ``index_dir`` in the background unless one serves or is starting.
+
+    Never waits for it: the caller (a hook) answers this prompt without it. Returns the
+    new helper's pid, or None when none was started (disabled, no data dir, one runs,
+    or one died moments ago). Costs a few stat calls when a helper runs.
+    """
+    if not auto_start_enabled() or not data_dir.is_dir():
+        return None
+    paths = server_paths(index_dir)
+    if read_status(index_dir) is not None:
+        return None
+    try:
+        spawned = json.loads(paths["spawn"].read_text())
+        pid, at = int(spawned["pid"]), float(spawned["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pid, at = 0, 0.0
+    if pid and _alive(pid):
+        return None  # still warming up (it writes its status once it serves)
+    if 0.0 <= time.time() - at < SPAWN_RETRY_S:
+        return None
+    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True, settle_s=settle_s)
+    with contextlib.suppress(OSError):
+        tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
+        tmp.replace(paths["spawn"])
+    return pid
 
 
 def read_status(index_dir: Path | None = None) -> dict[str, Any] | None:
@@ -139,14 +238,26 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _warming_pid(index_dir: Path) -> int | None:
+    """A helper the hooks spawned that has not announced itself yet (Linux: checked against its command line)."""
+    try:
+        pid = int(json.loads(server_paths(index_dir)["spawn"].read_text())["pid"])
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            words = cmdline.read().split(b"\0")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pid if b"server" in words and b"run" in words and _alive(pid) else None
+
+
 def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
-    """Stop the helper for the index; return its pid, or None if none was running."""
+    """Stop the helper for the index (serving or still warming up); return its pid, or None if none ran."""
+    index_dir = index_dir or _current_index_dir()
     status = read_status(index_dir)
-    if status is None:
+    pid = int(status["pid"]) if status is not None else _warming_pid(index_dir)
+    if pid is None:
         return None
     import signal
 
-    pid = int(status["pid"])
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     end = time.monotonic() + timeout
@@ -157,33 +268,52 @@ def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
     if _alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    # Stopped on purpose, not crashed: the next hook may start a fresh one at once.
+    with contextlib.suppress(OSError):
+        server_paths(index_dir)["spawn"].unlink()
     return pid
 
 
 def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
-    """Run the helper in the foreground until idle, rebuilt, or stopped. Returns an exit code."""
+    """Run the helper in the foreground until idle, rebuilt, gone, too big or stopped. Returns an exit code."""
     import signal
 
     import filelock
 
-    from lore.hook import context_for_prompt, log_failure
-    from lore.index.manager import IndexManager
     from lore.paths import Locations
-    from lore.search import SearchSession
 
     locations = Locations.resolve()
+    for name in ("LORE_CACHE_DIR", "LORE_STATE_DIR"):  # read again later, after the chdir below
+        if os.environ.get(name):
+            os.environ[name] = os.path.abspath(os.path.expanduser(os.environ[name]))
+    with contextlib.suppress(OSError):
+        os.chdir("/")  # a daemon pins no directory (its locations are absolute)
     paths = server_paths(locations.index_dir)
     paths["dir"].mkdir(parents=True, exist_ok=True)
+    # The lock first, before the heavy imports: a second helper started by a racing hook
+    # leaves within milliseconds.
     lock = filelock.FileLock(str(paths["lock"]), timeout=0)
     try:
         lock.acquire()
     except filelock.Timeout:
         return 3  # another helper already serves this index
+    _wait_for_caller()
+    from lore.hook import context_for_prompt, log_failure
+    from lore.index.manager import IndexManager
+    from lore.search import SearchSession
+
+    if not locations.data_dir.is_dir():
+        lock.release()
+        sys.stderr.write(f"lore server exiting: no data dir at {locations.data_dir}\n")
+        return 1
     session = SearchSession(locations)
     manager = IndexManager(locations)
-    # Warm everything a request needs before announcing ourselves (building the index if there is none).
+    # Warm everything a request needs before announcing ourselves. Without an index, build
+    # one first, in a child process: a build's peak memory stays out of the helper.
     # Without a readable index there is nothing to serve: the hook works in-process.
     try:
+        if manager.read_meta() is None:
+            _build_in_child(locations)
         stamp = _meta_stamp(manager)
         reader = session.open("ignore")
         _warm(reader)
@@ -235,6 +365,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
 
+    rss_limit = max_rss_bytes()
     write_status()
     reason = "stopped"
     try:
@@ -256,8 +387,18 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             if time.monotonic() - last_used > idle_seconds:
                 reason = "idle"
                 break
+            if not locations.data_dir.is_dir():
+                reason = "data dir gone"
+                break
+            if not locations.index_dir.is_dir():
+                reason = "index dir gone"
+                break
             if manager.current_dir() != generation:
                 reason = "index rebuilt"
+                break
+            resident = rss_bytes()
+            if resident is not None and resident > rss_limit:
+                reason = f"resident memory {resident / 1048576:.0f} MiB above the {rss_limit / 1048576:.0f} MiB bound"
                 break
             if time.monotonic() >= next_check:
                 # Stale-while-revalidate: requests are answered from the loaded index; a
@@ -290,6 +431,8 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             with contextlib.suppress(FileNotFoundError):
                 paths[key].unlink()
         lock.release()
+        if reason != "stopped":
+            log_failure("server", f"exiting: {reason}")
         sys.stderr.write(f"lore server exiting: {reason}\n")
     return 0
 
@@ -461,6 +604,27 @@ class _Refresher:
             return None if self.stopping else int(code)
 
 
+def _wait_for_caller() -> None:
+    """Let the hook that spawned this helper finish first (its session start or prompt is waiting on it)."""
+    try:
+        caller = int(os.environ.pop("LORE_SERVER_AFTER_PID", ""))
+    except ValueError:
+        return
+    end = time.monotonic() + AFTER_CALLER_S
+    while time.monotonic() < end and _alive(caller):
+        time.sleep(0.005)
+
+
+def _build_in_child(locations: Any) -> None:
+    """Build a missing index in a child process (``refresh_child``) and wait for it."""
+    import subprocess
+
+    env = {**_ONE_CORE, **os.environ, "LORE_DATA_DIR": str(locations.data_dir),
+           "LORE_INDEX_DIR": str(locations.index_dir)}  # fmt: skip
+    subprocess.run([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   env=env, close_fds=True, check=False)  # fmt: skip
+
+
 def refresh_child() -> int:
     """Entry point of the helper's refresh process: bring the index up to date, at low priority."""
     with contextlib.suppress(OSError, AttributeError):
@@ -491,10 +655,20 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, context_for_prompt
         reader = session.reader
         if request.get("op") == "ping":
             reply = {"ok": True, "text": "pong"}
-        elif request.get("op") != "context":
+        elif request.get("op") not in ("context", "session"):
             reply = {"ok": False, "error": "unknown op"}
         elif request.get("data_dir") is not None and not _same_dir(request["data_dir"], data_dir):
             reply = {"ok": False, "error": f"this helper serves {data_dir}"}
+        elif request.get("op") == "session":
+            # The session-start block: read from the store (not the index), here because the
+            # helper has the store's modules loaded; a hook that asks saves their imports.
+            from lore.project import detect_project
+            from lore.session_context import session_start_text
+
+            cwd = request.get("cwd")
+            project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)
+            reply = {"ok": True, "text": session_start_text(session.locations, str(project),
+                                                            int(request.get("budget", 1500)))}  # fmt: skip
         elif reader is None or reader.meta.get("data_dir") != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:

@@ -7,8 +7,8 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from lore.context import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN
 from lore.paths import Locations, state_dir
+from lore.render.fence import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN
 from lore.render.text import age, one_line, shorten, strip_control
 from lore.store import Store
 

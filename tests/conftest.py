@@ -24,8 +24,12 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name, sub in (("LORE_DATA_DIR", "data"), ("LORE_INDEX_DIR", "index"), ("LORE_STATE_DIR", "state"),
                       ("LORE_CACHE_DIR", "cache"), ("HOME", "home"), ("XDG_CONFIG_HOME", "home/.config")):  # fmt: skip
         monkeypatch.setenv(name, str(tmp_path / sub))
-    for name in ("LORE_EMBED_MODEL", "LORE_HOOK", "LORE_LLM_CMD", "LORE_HOOK_BUDGET", "LORE_SERVER", "LORE_PROJECT"):
+    for name in ("LORE_EMBED_MODEL", "LORE_HOOK", "LORE_LLM_CMD", "LORE_HOOK_BUDGET", "LORE_PROJECT",
+                 "LORE_SERVER_MAX_RSS_MB"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
+    # The hooks start a warm helper by default; a test that wants one says so (LORE_SERVER=on
+    # or `lore server start`), so no test leaves a helper behind by accident.
+    monkeypatch.setenv("LORE_SERVER", "off")
     monkeypatch.setenv("LORE_ACTOR", "test")
     workdir = tmp_path / "work" / "acme-api"
     workdir.mkdir(parents=True)

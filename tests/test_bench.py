@@ -143,3 +143,26 @@ def test_cli_rejects_unknown_section() -> None:
     from lore.cli.app import run
 
     assert run(["bench", "--only", "nonsense"]) == 2
+
+
+def test_soak_section_runs_and_renders(isolated: Path) -> None:
+    """A tiny helper soak, rendered like `lore bench` does (the surfaces section runs in `lore bench --quick`)."""
+    from rich.console import Console
+
+    from lore.bench import corpora, helper
+    from lore.bench.report import render
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+
+    assert SHARED is not None
+    raws, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 60))
+    data_dir, index_dir = isolated / "soak-data", isolated / "soak-index"
+    corpora.write_decisions(data_dir, raws)
+    IndexManager(Locations(data_dir, index_dir)).build()
+    soaked = helper.soak(data_dir, index_dir, isolated / "soak-run", ["fix the merge of refs when fetching"],
+                         total_prompts=20, total_writes=2)  # fmt: skip
+    assert soaked["lost_answers"] == 0 and soaked["writes"] == 2 and soaked["same_helper_throughout"]
+    assert soaked["fds"]["end"] is not None and soaked["rss_mib"]["end"]
+    out = io.StringIO()
+    render({"machine": {}, "soak": {**soaked, "records": len(raws)}}, Console(file=out, width=140))
+    assert "Helper soak: 20 prompts and 2 writes at 60 decisions" in out.getvalue()

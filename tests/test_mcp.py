@@ -90,17 +90,17 @@ def check_listing(listed: dict[str, dict[str, Any]]) -> None:
         assert len(tool["description"]) > 60, name
         assert tool["annotations"]["readOnlyHint"] is (name in READ_TOOLS), name
     expected = {
-        "search": ({"query"}, {"limit", "type", "project"}),
-        "context": ({"query"}, {"budget_tokens", "max_items"}),
+        "search": ({"query"}, {"limit", "type", "project", "verbose"}),
+        "context": ({"query"}, {"budget_tokens", "max_items", "verbose"}),
         "show": ({"id"}, set()),
         "remember": (
             {"decision"},
-            {"rationale", "alternatives", "tags", "importance", "confidence", "project"},
+            {"rationale", "alternatives", "tags", "importance", "confidence", "project", "verbose"},
         ),
-        "learn": ({"name"}, {"context", "problem", "solution", "category", "tags", "project"}),
-        "handoff": ({"text"}, {"next_steps", "blockers", "questions", "project"}),
+        "learn": ({"name"}, {"context", "problem", "solution", "category", "tags", "project", "verbose"}),
+        "handoff": ({"text"}, {"next_steps", "blockers", "questions", "project", "verbose"}),
         "link": ({"from_id", "to_id", "relation"}, set()),
-        "graph_neighbors": ({"id"}, {"depth"}),
+        "graph_neighbors": ({"id"}, {"depth", "verbose"}),
     }
     for name, (required, optional) in expected.items():
         schema = listed[name]["inputSchema"]
@@ -114,6 +114,9 @@ def check_listing(listed: dict[str, dict[str, Any]]) -> None:
 
 async def read_calls(session: ClientSession, ids: dict[str, str], out: dict[str, dict[str, Any]]) -> None:
     out["search"] = await call(session, "search", query="PgBouncer transaction mode connection pooling")
+    out["search_verbose"] = await call(
+        session, "search", query="PgBouncer transaction mode connection pooling", verbose=True
+    )
     out["filtered"] = await call(session, "search", query="backoff", type="pattern", limit=5)
     out["bad_type"] = await call(session, "search", query="backoff", type="spaceship")
     out["gap"] = await call(session, "search", query="zyxxqv wuggle frobnicator")
@@ -127,6 +130,7 @@ async def read_calls(session: ClientSession, ids: dict[str, str], out: dict[str,
     out["show_missing"] = await call(session, "show", id="dec-00000000")
     out["neighbors"] = await call(session, "graph_neighbors", id=ids["jitter"])
     out["neighbors2"] = await call(session, "graph_neighbors", id=ids["jitter"], depth=2)
+    out["neighbors2_verbose"] = await call(session, "graph_neighbors", id=ids["jitter"], depth=2, verbose=True)
     out["neighbors_missing"] = await call(session, "graph_neighbors", id="pat-nope-nope")
 
 
@@ -135,9 +139,17 @@ def check_reads(out: dict[str, dict[str, Any]], ids: dict[str, str]) -> None:
     assert not search["isError"]
     first = search["text"].splitlines()[0]
     assert first.startswith(ids["pool"]) and "decision" in first and "PgBouncer" in first
-    if search.get("structuredContent") is not None:
-        assert search["structuredContent"]["results"][0]["id"] == ids["pool"]
-        assert search["structuredContent"]["evidence_gap"] is False
+    # By default the structured content is small: what a model needs to pick what to read next.
+    brief = search["structuredContent"]
+    assert set(brief) == {"results", "evidence_gap"} and brief["evidence_gap"] is False
+    top = brief["results"][0]
+    assert top["id"] == ids["pool"] and top["type"] == "decision" and top["project"] == "acme-api"
+    assert set(top) <= {"id", "type", "title", "project", "age", "score", "snippet"}
+    assert {"id", "type", "title", "age", "score"} <= set(top)
+    assert "asyncpg" in top["snippet"]  # the rationale, on one line
+    verbose = out["search_verbose"]["structuredContent"]
+    assert verbose["results"][0]["id"] == ids["pool"] and "components" in verbose["results"][0]
+    assert verbose["schema_version"] == 1
 
     assert not out["filtered"]["isError"]
     hit_lines = [line for line in out["filtered"]["text"].splitlines() if line.startswith(("dec-", "pat-"))]
@@ -154,6 +166,9 @@ def check_reads(out: dict[str, dict[str, Any]], ids: dict[str, str]) -> None:
     context = out["context"]
     assert not context["isError"]
     assert context["text"].startswith(FENCE_OPEN)
+    # Claude Code shows the model the structured content instead of the text: it holds the block.
+    assert context["structuredContent"]["context"] == context["text"]
+    assert ids["pool"] in context["structuredContent"]["ids"]
     assert ids["pool"] in context["text"]
     assert len(context["text"]) <= 300 * 4
 
@@ -173,13 +188,11 @@ def check_reads(out: dict[str, dict[str, Any]], ids: dict[str, str]) -> None:
     two_hops = out["neighbors2"]
     assert ids["retry"] in two_hops["text"] and ids["pool"] in two_hops["text"]
     assert f"{ids['jitter']} -derived_from-> {ids['retry']} -relates_to-> {ids['pool']}" in two_hops["text"]
-    if two_hops.get("structuredContent") is not None:
-        by_id = {n["id"]: n for n in two_hops["structuredContent"]["neighbors"]}
-        assert by_id[ids["pool"]]["hops"] == 2 and by_id[ids["pool"]]["relations"] == [
-            "derived_from",
-            "relates_to",
-        ]
-        assert by_id[ids["retry"]]["type"] == "decision"
+    by_id = {n["id"]: n for n in two_hops["structuredContent"]["neighbors"]}
+    assert by_id[ids["pool"]]["hops"] == 2 and "relations" not in by_id[ids["pool"]]
+    assert by_id[ids["retry"]]["type"] == "decision"
+    by_id = {n["id"]: n for n in out["neighbors2_verbose"]["structuredContent"]["neighbors"]}
+    assert by_id[ids["pool"]]["relations"] == ["derived_from", "relates_to"]
     assert out["neighbors_missing"]["isError"]
 
 
@@ -216,6 +229,7 @@ def check_writes(out: dict[str, dict[str, Any]], ids: dict[str, str], data_dir: 
     remembered = out["remember"]
     assert not remembered["isError"], remembered["text"]
     assert remembered["text"].startswith("Remembered decision dec-")
+    assert set(remembered["structuredContent"]) == {"id", "type", "title", "project", "created"}
     new_id = remembered["text"].split()[2].rstrip(":")
     assert out["found"]["text"].splitlines()[0].startswith(new_id)  # the index refreshed after the write
 
@@ -288,3 +302,113 @@ def test_missing_extra_is_a_clear_error(cli, monkeypatch: pytest.MonkeyPatch) ->
     assert result.exit_code == 1
     assert "the MCP server needs the mcp extra" in result.stderr
     assert "pip install 'lore[mcp]'" in result.stderr
+
+
+def test_search_at_its_defaults_hands_the_model_about_2_kb_for_10_hits(data_dir: Path) -> None:
+    """Long records, long titles: the default structured content and text stay within 2,000 characters.
+
+    In-process through the SDK server's own call path (the stdio transport is covered above).
+    """
+    from lore.mcp_server import LoreMCP, build_server
+    from lore.paths import Locations
+
+    store = Store(data_dir, actor="test")
+    store.init()
+    words = ["postgres", "pooling", "retry", "backoff", "jitter", "cache", "redis", "kafka", "queue", "worker", "deploy", "canary", "rollback", "schema", "migration", "index", "vacuum", "lock", "timeout", "circuit", "breaker", "idempotency", "billing", "invoice"]  # fmt: skip
+    for i in range(30):
+        title = "Use " + " ".join(words[(i + k) % len(words)] for k in range(16)) + f" in service {i}"
+        rationale = " ".join(words[(i * 7 + k) % len(words)] for k in range(120))
+        capture.remember(store, title, project="payments-platform", rationale=rationale,
+                         options=capture.WriteOptions(check_duplicates=False))  # fmt: skip
+    server = build_server(LoreMCP(Locations.resolve(data_dir)))
+    got: dict[str, Any] = {}
+
+    async def main() -> None:
+        got["brief"] = await server.call_tool("search", {"query": "postgres pooling retry backoff timeout"})
+        got["verbose"] = await server.call_tool("search", {"query": "postgres pooling retry backoff timeout",
+                                                           "verbose": True})  # fmt: skip
+
+    anyio.run(main)
+    brief = got["brief"].model_dump(mode="json", by_alias=True, exclude_none=True)
+    verbose = got["verbose"].model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert len(brief["structuredContent"]["results"]) == 10
+    structured = json.dumps(brief["structuredContent"], ensure_ascii=False, separators=(",", ":"))
+    assert len(structured) <= 2000
+    assert len(brief["content"][0]["text"]) <= 2000
+    assert all(hit.get("snippet") for hit in brief["structuredContent"]["results"])
+    full = json.dumps(verbose["structuredContent"], ensure_ascii=False, separators=(",", ":"))
+    assert len(full) > 3 * len(structured)  # what verbose adds: full texts, score components
+
+
+def test_mcp_exits_cleanly_on_sigint_once_serving(data_dir: Path) -> None:
+    """A real `lore mcp` process, initialised by a client, exits 0 promptly on SIGINT, no traceback.
+
+    (SIGTERM takes the same handler; the next test sends it while the server is still starting.)
+    """
+    import signal
+    import subprocess
+    import time
+
+    seed(data_dir)
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    params = server_params()
+    for signum in (signal.SIGINT,):
+        process = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, env=params.env, cwd=params.cwd)  # fmt: skip
+        try:
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps(initialize).encode() + b"\n")
+            process.stdin.flush()
+            assert json.loads(process.stdout.readline())["id"] == 1  # serving, stdin still open
+            sent = time.monotonic()
+            process.send_signal(signum)
+            code = process.wait(timeout=10)
+            elapsed = time.monotonic() - sent
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        assert code == 0, (signum, code, stderr)
+        assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+        assert elapsed < 5, elapsed
+
+
+@pytest.mark.parametrize("signum", [2, 15])  # SIGINT, SIGTERM
+def test_mcp_exits_cleanly_on_a_signal_while_still_starting(data_dir: Path, signum: int) -> None:
+    """Clients give up on a slow start with SIGINT: importing the MCP SDK takes seconds on a busy machine.
+
+    The signal is sent as soon as `lore mcp` catches SIGTERM (its first act, before it
+    imports the CLI and the SDK), read from /proc: no sleep decides the moment. Before
+    the fix the server caught SIGTERM only once it had started (the SDK loaded).
+    """
+    import signal
+    import subprocess
+    import time
+
+    if not Path("/proc/self/status").exists():
+        pytest.skip("reads /proc/<pid>/status")
+    params = server_params()
+    process = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=params.env, cwd=params.cwd)  # fmt: skip
+    try:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+            if caught & (1 << (signal.SIGTERM - 1)):
+                break
+            time.sleep(0.002)
+        # Still starting: the MCP SDK (pydantic's compiled core) is not loaded yet.
+        assert "pydantic_core" not in Path(f"/proc/{process.pid}/maps").read_text()
+        process.send_signal(signum)
+        code = process.wait(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr

@@ -9,16 +9,16 @@ See docs/evaluation.md for what each figure means.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lore.errors import LoreError, NotFoundError
 
-SECTIONS = ("quality", "duplicates", "latency", "indexing", "sync")
+SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "sync")
 # `lore bench` without --only: the sync soak takes minutes of git merges and says nothing about
 # search, so it runs when asked for (`lore bench --only sync`).
-DEFAULT_SECTIONS = ("quality", "duplicates", "latency", "indexing")
-# The sections that read ../shared (and score with the bench extra).
-NEEDS_SHARED = ("quality", "latency", "indexing")
+DEFAULT_SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak")
 # The evaluation sets of the quality section (lore.bench.sets), in the order they run.
 SETS = ("scifact", "knownitem", "memory", "demo")
 DEFAULT_SIZES = (1000, 10000, 50000)
@@ -72,3 +72,18 @@ def demo_dir() -> Path:
         + ", ".join(str(p) for p in candidates) + ")",
         hint="run lore bench from a checkout of lore, or set LORE_DEMO_DIR",
     )
+
+
+@contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration of a block (a section's own state and cache dirs)."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -184,6 +184,62 @@ def sync_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def first_prompt_table(size: str, result: dict[str, Any]) -> Table:
+    ready = result.get("helper_ready_after_session_start_ms") or {}
+    spawn = result.get("spawn_in_process_ms") or {}
+    table = Table(title=f"First prompt after a session starts, {int(size):,} decisions ({result['rounds']} sessions; "
+                        f"hook deadline {result['deadline_ms']} ms)")  # fmt: skip
+    for column in ("command", "p50 ms", "p95 ms", "x python floor", "injected"):
+        table.add_column(column, justify="left" if column == "command" else "right")
+    for name, f in result["commands"].items():
+        table.add_row(name, _f(f["p50"], 1), _f(f["p95"], 1), _f(f["ratio_to_python_floor"], 2),
+                      _f(f.get("injected_share"), 2))  # fmt: skip
+    table.caption = (f"helper ready {_f(ready.get('p50'), 0)} ms (p95 {_f(ready.get('p95'), 0)}) after the session-start "
+                     f"hook returned; the spawn itself {_f(spawn.get('p50'), 2)} ms in process (p95 {_f(spawn.get('p95'), 2)})")  # fmt: skip
+    return table
+
+
+def surfaces_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"Characters each surface hands the model, at its defaults: demo data ({result['records']} records, "
+                        f"{result['prompts']} prompts)")  # fmt: skip
+    for column in ("surface", "to the model p50", "p95", "max", "text p50", "structured p50", "calls"):
+        table.add_column(column, justify="left" if column == "surface" else "right")
+    for name in ("hook block", "session-start block"):
+        f = result.get(name) or {}
+        table.add_row(name, _f(f.get("p50")), _f(f.get("p95")), _f(f.get("max")), _f(f.get("p50")), "-", _f(f.get("n")))
+    for name, kinds in (result.get("mcp") or {}).items():
+        if not isinstance(kinds, dict):
+            continue
+        model, text, structured = kinds.get("to model", {}), kinds.get("text", {}), kinds.get("structured", {})
+        table.add_row(f"MCP {name}", _f(model.get("p50")), _f(model.get("p95")), _f(model.get("max")),
+                      _f(text.get("p50")), _f(structured.get("p50")), _f(model.get("n")))  # fmt: skip
+    table.caption = ("to the model: the structured content as JSON when a result has one (Claude Code sends that "
+                     "instead of the text), else the text; hook block: the additionalContext")
+    return table
+
+
+def soak_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"Helper soak: {result['prompts']:,} prompts and {result['writes']} writes at "
+                        f"{result['records']:,} decisions", show_header=False)  # fmt: skip
+    rss, fds = result["rss_mib"], result["fds"]
+    rows = [
+        ("answers", f"{result['outcomes'].get('ok', 0):,} ok, {result['lost_answers']} lost, "
+                    f"{result['empty_answers']} empty (evidence gap)"),
+        ("same helper throughout", str(result["same_helper_throughout"])),
+        ("background refreshes", _f(result.get("refreshes"))),
+        ("request ms p50 / p95", f"{_f(result['request_ms'].get('p50'), 1)} / {_f(result['request_ms'].get('p95'), 1)}"),
+        ("RSS MiB start / after 10% / end / peak", f"{_f(rss['start'], 1)} / {_f(rss['after_10pct'], 1)} / "
+                                                  f"{_f(rss['end'], 1)} / {_f(rss['peak'], 1)}"),
+        ("RSS growth after 10% / from start", f"{_f(result['rss_growth_pct_after_warmup'], 1)}% / "
+                                              f"{_f(result['rss_growth_pct_from_start'], 1)}%"),
+        ("open fds start / end / max", f"{fds['start']} / {fds['end']} / {fds['max']}"),
+        ("threads start / end", f"{result['threads']['start']} / {result['threads']['end']}"),
+    ]  # fmt: skip
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
 def render(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(machine_table(results["machine"]))
@@ -195,6 +251,13 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
     for n, entry in sizes.items():
         if entry.get("latency"):
             console.print(latency_table(n, entry["latency"]))
+    for n, entry in sizes.items():
+        if entry.get("first_prompt"):
+            console.print(first_prompt_table(n, entry["first_prompt"]))
+    if results.get("surfaces"):
+        console.print(surfaces_table(results["surfaces"]))
+    if results.get("soak"):
+        console.print(soak_table(results["soak"]))
     for extra in (stages_table(sizes), indexing_table(sizes), scale_table(results.get("scale") or {})):
         if extra is not None:
             console.print(extra)

@@ -27,13 +27,17 @@ class BenchSettings:
     build_repeats_small: int = 3  # full builds at sizes <= 1,000 (one at larger sizes)
     incremental_repeats: int = 3
     stage_queries: int = 60
+    first_prompt_rounds: int = 10
+    soak_size: int = 10000
+    soak_prompts: int = 2000
+    soak_writes: int = 200
     keep_workdir: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def for_quick(cls, only: Sequence[str] = DEFAULT_SECTIONS) -> BenchSettings:
-        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5,
-                   build_repeats_small=1, incremental_repeats=1, stage_queries=20)  # fmt: skip
+        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5, build_repeats_small=1, incremental_repeats=1,
+                   stage_queries=20, first_prompt_rounds=3, soak_size=1000, soak_prompts=200, soak_writes=20)  # fmt: skip
 
 
 def _quiet(message: str) -> None:
@@ -133,7 +137,17 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 failed("duplicates", error)
             results["harness_seconds"]["duplicates"] = round(time.perf_counter() - t, 1)
             save()
-        if "latency" in settings.only or "indexing" in settings.only:
+        if "surfaces" in settings.only:
+            from lore.bench import surfaces
+
+            t = time.perf_counter()
+            try:
+                results["surfaces"] = surfaces.measure(work, progress=progress)
+            except Exception as error:
+                failed("surfaces", error)
+            results["harness_seconds"]["surfaces"] = round(time.perf_counter() - t, 1)
+            save()
+        if any(section in settings.only for section in ("latency", "indexing", "firstprompt")):
             per_size: dict[int, dict[str, Any]] = {}
             loaded = corpora.load_questions()
             questions = [q["question"] for q in loaded]
@@ -166,6 +180,13 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             except Exception as error:
                 failed("sync", error)
             results["harness_seconds"]["sync"] = round(time.perf_counter() - t, 1)
+        if "soak" in settings.only:
+            t = time.perf_counter()
+            try:
+                results["soak"] = _soak(settings, shared, work, progress)
+            except Exception as error:
+                failed("soak", error)
+            results["harness_seconds"]["soak"] = round(time.perf_counter() - t, 1)
             save()
     finally:
         if not settings.keep_workdir:
@@ -206,9 +227,37 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
                                            runs=settings.latency_runs, progress=progress)  # fmt: skip
         progress(f"latency {size}: in-process stage timings")
         entry["stages"] = latency.stage_timings(data_dir, index_dir, questions[: settings.stage_queries], now)
+    if "firstprompt" in settings.only:
+        from lore.bench import helper
+
+        progress(f"first prompt {size}: {settings.first_prompt_rounds} sessions")
+        entry["first_prompt"] = helper.first_prompt(data_dir, index_dir, work / f"size-{size}-first", answerable,
+                                                    rounds=settings.first_prompt_rounds, progress=progress)  # fmt: skip
     if "indexing" in settings.only:
         progress(f"indexing {size}: incremental refresh x{settings.incremental_repeats}")
         inc = indexing.incremental(data_dir, index_dir, settings.incremental_repeats, raws[0]["timestamp"])
         entry["indexing"]["incremental"] = inc
         full_s, inc_s = entry["indexing"]["full"]["seconds_p50"], inc["seconds_p50"]
         entry["indexing"]["ratio_rebuild_to_incremental"] = round(full_s / inc_s, 2) if inc_s else None
+
+
+def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:
+    """The helper under 2,000 prompts and 200 writes, on a store built from the git commits like the latency one."""
+    from lore.bench import helper
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+
+    raws, _, _ = corpora.commit_raws(corpora.load_commits(shared, settings.soak_size))
+    data_dir, index_dir = work / "soak-data", work / "soak-index"
+    corpora.write_decisions(data_dir, raws)
+    progress(f"soak: building the index of {len(raws):,} decisions (untimed)")
+    IndexManager(Locations(data_dir, index_dir)).build()
+    prompts = [q["question"] for q in corpora.load_questions() if q.get("answerable", True)]
+    try:
+        result = helper.soak(data_dir, index_dir, work / "soak-run", prompts, total_prompts=settings.soak_prompts,
+                             total_writes=settings.soak_writes, progress=progress)  # fmt: skip
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(index_dir, ignore_errors=True)
+    result["records"] = len(raws)
+    return result

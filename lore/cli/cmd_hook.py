@@ -15,16 +15,25 @@ hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, h
 app.add_typer(hook_app, name="hook")
 
 
-server_app = typer.Typer(help="The optional warm helper that keeps the index loaded for the prompt hook.", no_args_is_help=True)
+server_app = typer.Typer(help="The warm helper that keeps the index loaded for the prompt hook (started by the hooks).", no_args_is_help=True)
 app.add_typer(server_app, name="server")
 
 
+AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), codex, gemini or cursor."
+
+
+def _agent(agent: str) -> str:
+    from lore.hook import agent_argument
+
+    return agent_argument(["--agent", agent])
+
+
 @hook_app.command("prompt")
-def hook_prompt() -> None:
-    """UserPromptSubmit: print relevant memory as hook JSON (reads the event on stdin; always exits 0)."""
+def hook_prompt(agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """UserPromptSubmit (Gemini: BeforeAgent): print relevant memory as hook JSON (event on stdin; always exits 0)."""
     from lore.hook import run_prompt_hook
 
-    run_prompt_hook([])
+    run_prompt_hook(["--agent", agent])
 
 
 def _read_event() -> dict:
@@ -37,28 +46,16 @@ def _read_event() -> dict:
 
 
 @hook_app.command("session-start")
-def hook_session_start(ctx: typer.Context) -> None:
-    """SessionStart: inject the latest handoff and the top active lessons for the project (always exits 0)."""
-    from lore.hook import budget_chars, hook_output, log_failure
+def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """SessionStart: start the warm helper, inject the latest handoff and top active lessons (always exits 0)."""
+    from lore.hook import run_session_start_hook
 
-    try:
-        event = _read_event()
-        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
-            return
-        from lore.project import detect_project
-        from lore.session_context import session_start_text
-
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-        project = state(ctx).project or detect_project(cwd)  # -P wins over the event's working directory
-        text = session_start_text(state(ctx).locations, project, budget_chars())
-        if text:
-            typer.echo(hook_output("SessionStart", text))
-    except Exception as exc:
-        log_failure(type(exc).__name__, str(exc))
+    st = state(ctx)
+    run_session_start_hook(["--agent", agent], locations=st.locations, project=st.project)
 
 
-def _stub(ctx: typer.Context, event_name: str) -> None:
-    from lore.hook import log_failure
+def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> None:
+    from lore.hook import event_cwd, log_failure
 
     try:
         event = _read_event()
@@ -67,24 +64,26 @@ def _stub(ctx: typer.Context, event_name: str) -> None:
         from lore.project import detect_project
         from lore.session_context import record_handoff_stub
 
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         st = state(ctx)
-        record_handoff_stub(st.locations, st.project or detect_project(cwd), session_id, event_name)
+        record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name)
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
+    finally:
+        if agent == "cursor":
+            typer.echo("{}")  # Cursor expects a JSON object from every hook
 
 
 @hook_app.command("pre-compact")
-def hook_pre_compact(ctx: typer.Context) -> None:
-    """PreCompact: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub(ctx, "pre-compact")
+def hook_pre_compact(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """PreCompact (Gemini: PreCompress): record a handoff stub when LORE_HOOK_HANDOFF=on (always exits 0)."""
+    _stub(ctx, "pre-compact", _agent(agent))
 
 
 @hook_app.command("stop")
-def hook_stop(ctx: typer.Context) -> None:
-    """Stop: record a handoff stub for the session when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub(ctx, "stop")
+def hook_stop(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
+    """Stop (Gemini: SessionEnd): record a handoff stub when LORE_HOOK_HANDOFF=on (always exits 0)."""
+    _stub(ctx, "stop", _agent(agent))
 
 
 @hook_app.command("off")
@@ -110,7 +109,7 @@ def hook_on(session: str = typer.Option(..., "--session", help="Claude Code sess
 @server_app.command("start")
 def server_start(
     ctx: typer.Context,
-    idle: int = typer.Option(600, "--idle", min=5, help="Exit after this many idle seconds."),
+    idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds."),
 ) -> None:
     """Start the warm helper for the current index in the background."""
     from lore import server
@@ -133,7 +132,7 @@ def server_start(
 
 
 @server_app.command("run")
-def server_run(idle: int = typer.Option(600, "--idle", min=5, help="Exit after this many idle seconds.")) -> None:
+def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:
     """Run the warm helper in the foreground (what `start` runs)."""
     from lore import server
 
@@ -169,19 +168,23 @@ def server_stop(ctx: typer.Context) -> None:
 
 @server_app.command("enable")
 def server_enable() -> None:
-    """Let the prompt hook start the helper itself when none runs."""
+    """Let the hooks start the helper (the default): SessionStart starts it, a prompt restarts it."""
     from lore.paths import state_dir
 
-    path = state_dir() / "server-auto"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
-    typer.echo("lore server auto-start enabled: the prompt hook will start a helper when none runs")
+    (state_dir() / "server-off").unlink(missing_ok=True)
+    typer.echo("lore server auto-start enabled: session start and the prompt hook start a helper when none runs")
+    if os.environ.get("LORE_SERVER", "").strip().lower() in ("off", "0", "false", "no", "disable", "disabled"):
+        typer.echo(f"Note: LORE_SERVER={os.environ['LORE_SERVER']} in this environment still turns it off.", err=True)
 
 
 @server_app.command("disable")
-def server_disable() -> None:
-    """The prompt hook no longer starts the helper (a running one keeps running until idle or stopped)."""
+def server_disable(ctx: typer.Context) -> None:
+    """The hooks no longer start the helper; the one serving the current index is stopped."""
+    from lore import server
     from lore.paths import state_dir
 
-    (state_dir() / "server-auto").unlink(missing_ok=True)
-    typer.echo("lore server auto-start disabled")
+    path = state_dir() / "server-off"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    stopped = server.stop(state(ctx).locations.index_dir)
+    typer.echo("lore server auto-start disabled" + (f"; stopped the running helper (pid {stopped})" if stopped else ""))

