@@ -149,7 +149,7 @@ def check_reads(out: dict[str, dict[str, Any]], ids: dict[str, str]) -> None:
     assert "asyncpg" in top["snippet"]  # the rationale, on one line
     verbose = out["search_verbose"]["structuredContent"]
     assert verbose["results"][0]["id"] == ids["pool"] and "components" in verbose["results"][0]
-    assert verbose["schema_version"] == 1
+    assert verbose["schema_version"] == 2
 
     assert not out["filtered"]["isError"]
     hit_lines = [line for line in out["filtered"]["text"].splitlines() if line.startswith(("dec-", "pat-"))]
