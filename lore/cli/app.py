@@ -157,6 +157,7 @@ def _register() -> None:
         cmd_curate,
         cmd_hook,
         cmd_hook_install,
+        cmd_import,
         cmd_index,
         cmd_lessons,
         cmd_mcp,

@@ -51,6 +51,8 @@ NODE_TYPES = {
     "handoff": "session", "failure": "failure", "observation": "observation",
 }  # fmt: skip
 PATTERNS_HEADER = "# Pattern Learner Database\n"
+# The graph.json edge fields lore interprets; any other field is kept in ``Edge.extra``.
+_EDGE_FIELDS = frozenset(("from", "to", "relation", "weight", "bidirectional", "status", "created_at"))
 _ID_FIELD = re.compile(rb'"id"\s*:\s*"([^"]+)"')
 # What `lore init --git` puts in the data dir's .gitattributes: every record file goes through
 # `lore merge-driver` (registered in .git/config by `lore init --git` and `lore sync`).
@@ -84,6 +86,8 @@ class Edge:
     created_at: str | None = None
     index: int = 0  # position in graph.json's edge list
     line: int | None = None  # line in graph.json, for located reports
+    # Fields of the graph.json edge lore does not interpret (an import's original relation name, ...).
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -309,11 +313,12 @@ class Store:
                 snapshot.warnings.append(LoadWarning(read.path, line, f"edge {index + 1}: missing from/to"))
                 continue
             weight = edge.get("weight", 1.0)
+            extra = {k: v for k, v in edge.items() if k not in _EDGE_FIELDS}
             snapshot.edges.append(
                 Edge(
                     source=source, target=target, relation=relation,
                     weight=float(weight) if isinstance(weight, int | float) else 1.0,
-                    created_at=edge.get("created_at"), index=index, line=line,
+                    created_at=edge.get("created_at"), index=index, line=line, extra=extra,
                 )
             )  # fmt: skip
             if edge.get("bidirectional"):
@@ -493,7 +498,10 @@ class Store:
         atomic_write(path, (header + dump_yaml(document)).encode("utf-8"))
 
     # -- graph -----------------------------------------------------------------
-    def link(self, source: str, target: str, relation: str, *, weight: float = 1.0) -> Edge:
+    def link(self, source: str, target: str, relation: str, *, weight: float = 1.0,
+             extra: dict[str, Any] | None = None, created_at: str | None = None) -> Edge:  # fmt: skip
+        """Add (or reactivate) an edge; ``extra`` fields are stored on a new edge as they are, and
+        ``created_at`` keeps an imported edge's own time (default: now)."""
         if relation not in RELATIONS:
             raise UsageError(f"unknown relation {relation!r}", hint="relations: " + ", ".join(RELATIONS))
         if source == target:
@@ -502,7 +510,7 @@ class Store:
         with data_lock(self.data_dir):
             snapshot = self.load()
             src, dst = snapshot.get(source), snapshot.get(target)
-            created_at = self.now_iso()
+            created_at = created_at or self.now_iso()
             changed = [True]
 
             def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
@@ -517,14 +525,14 @@ class Store:
                         edge["status"] = "active"
                         return
                 edges.append({
-                    "from": src_node, "to": dst_node, "relation": relation, "weight": weight,
+                    **(extra or {}), "from": src_node, "to": dst_node, "relation": relation, "weight": weight,
                     "bidirectional": False, "status": "active", "created_at": created_at,
                 })  # fmt: skip
 
             self._rewrite_graph(edit)
             if changed[0]:  # linking again what is already linked is not a new event
                 self.record_audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
-        return Edge(src.id, dst.id, relation, weight, created_at)
+        return Edge(src.id, dst.id, relation, weight, created_at, extra=dict(extra or {}))
 
     def unlink(self, source: str, target: str, relation: str | None = None) -> int:
         self.require()
