@@ -20,7 +20,7 @@ SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surf
 # search, so it runs when asked for (`lore bench --only sync`).
 DEFAULT_SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak")
 # The evaluation sets of the quality section (lore.bench.sets), in the order they run.
-SETS = ("scifact", "knownitem", "memory", "demo")
+SETS = ("scifact", "knownitem", "memory", "memory-fresh", "demo")
 DEFAULT_SIZES = (1000, 10000, 50000)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 

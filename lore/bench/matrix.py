@@ -132,6 +132,8 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
         grep = GrepBaseline(work / f"{evalset.name}-files", files)
     for split in SPLITS:
         answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
+        if not answerable and not unanswerable:
+            continue  # a held-out set has no dev split
         qrels = evalset.judged(split)
         figures: dict[str, Any] = {"answerable": len(answerable), "unanswerable": len(unanswerable), "systems": {}}
         rankings: dict[str, dict[str, list[str]]] = {}

@@ -32,6 +32,7 @@ SET_TITLES = {
     "scifact": "BEIR SciFact abstracts (dev = train queries, test = test queries)",
     "knownitem": "known-item questions over git commits",
     "memory": "memory regime: short git memories, coding-agent prompts",
+    "memory-fresh": "memory regime, 200 fresh questions written after the defaults were frozen (test only)",
     "demo": "the bundled demo data, coding-agent prompts",
 }
 

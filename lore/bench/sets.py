@@ -5,6 +5,7 @@
 | scifact | 5,183 SciFact abstracts as decisions | BEIR queries | the 809 train queries | the 300 test queries |
 | knownitem | 5,000 git commits (subject, body, files) | 95 lexical-gap questions + 42 unanswerable | half | half |
 | memory | 8,000 short git memories (subject + first paragraph, <= 300 chars) | 280 coding-agent prompts + 79 unanswerable | half | half |
+| memory-fresh | the memory set's store | 200 coding-agent prompts written after every default was frozen | none | all |
 | demo | the bundled demo data (`data/`) | coding-agent prompts + unanswerable | half | half |
 
 The split of each question file is written in the file itself (``"split"``), so it
@@ -138,7 +139,7 @@ def memory_commits(shared: Path) -> list[dict[str, Any]]:
     return corpora.load_commits(shared, start + count)[start:]
 
 
-def memory(shared: Path) -> EvalSet:
+def memory(shared: Path, questions: str = "memory_questions.jsonl", name: str = "memory") -> EvalSet:
     raws, mapping, seen = [], {}, set()
     for commit in memory_commits(shared):
         raw = memory_record(commit)
@@ -147,7 +148,16 @@ def memory(shared: Path) -> EvalSet:
         seen.add(raw["id"])
         mapping[raw["id"]] = commit["sha"]
         raws.append(raw)
-    return _commit_set("memory", raws, mapping, data_file("memory_questions.jsonl"))
+    return _commit_set(name, raws, mapping, data_file(questions))
+
+
+def memory_fresh(shared: Path) -> EvalSet:
+    """The memory store with 200 new questions, written after every default was frozen: a test split only.
+
+    The memory set's own test split had been looked at while the defaults were chosen
+    (never tuned on, but seen); this one had not been written yet.
+    """
+    return memory(shared, "memory_fresh_questions.jsonl", "memory-fresh")
 
 
 # -- the bundled demo data -----------------------------------------------------------------
@@ -173,5 +183,6 @@ def all_sets(shared: Path, *, quick: bool = False) -> dict[str, Any]:
         "scifact": lambda: scifact(shared, quick=quick),
         "knownitem": lambda: knownitem(shared, commits=1000 if quick else 5000),
         "memory": lambda: memory(shared),
+        "memory-fresh": lambda: memory_fresh(shared),
         "demo": lambda: demo(),
     }
