@@ -49,7 +49,7 @@ from fake_anthropic import FakeAnthropic, Reply  # noqa: E402
 OUT = ROOT / "tests" / "data" / "transcripts"
 HOME_PLACEHOLDER = "/home/dev"
 TRIM_OVER = 240  # characters; longer strings (and lists over 4x that) in bookkeeping lines are shortened
-KEEP_TYPES = {"user", "assistant", "summary", "system"}
+KEEP_TYPES = {"user", "assistant", "summary", "system", "last-prompt", "queue-operation"}
 
 
 @dataclass
@@ -153,7 +153,12 @@ def _trim(value: Any) -> Any:
     """Long strings shortened; a large list replaced by a note of its size; dicts keep their keys."""
     size = len(json.dumps(value, ensure_ascii=False))
     if isinstance(value, str) and len(value) > TRIM_OVER:
-        return value[:160] + f" [... {len(value) - 160} characters trimmed]"
+        cut = 160
+        for secret in SECRETS:  # never leave half a secret behind: cut after it
+            at = value.find(secret)
+            if 0 <= at < cut < at + len(secret):
+                cut = at + len(secret)
+        return value[:cut] + f" [... {len(value) - cut} characters trimmed]"
     if isinstance(value, dict):
         return {k: _trim(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -289,6 +294,7 @@ DB_PASSWORD = "Tr0ub4dor-Xq93-prod"
 STRIPE_KEY = "sk_live_pazOc61hVRd82Wzj5OSqplLapHp6hgPj"
 KEY_LINES = ("Bo1nKo63sZEqqZ3CYxU/w0A2c+MLpjN/E8A4r+knOh7k/gQvmUZKYiCy6AbaCQYAhIcXhs",
              "CAIdB89Sr6wnyclVKmtexpDSA3lxl7kettuA1fToZ0HpXyT4V3cSykBX0hB0RfZScs1EPv")  # fmt: skip
+SECRETS = (AWS_KEY_ID, AWS_SECRET, GITHUB_TOKEN, SLACK_TOKEN, DB_PASSWORD, STRIPE_KEY, *KEY_LINES)
 
 CALC = '''"""Invoice totals."""
 
