@@ -817,6 +817,41 @@ def build_scenarios() -> list[Scenario]:
             say("Good. I haven't written the key anywhere on disk."),
         ]),
     ]))
+    s.append(Scenario("29-negative-undecided-question", "cache-daemon", {
+        "cache/db.py": "import sqlite3\n\n\ndef connect(path):\n    return sqlite3.connect(path, timeout=1)\n",
+        "cache/store.py": "from cache.db import connect\n\n\ndef get(key):\n    with connect('cache.db') as db:\n"
+                          "        return db.execute('select v from kv where k = ?', (key,)).fetchone()\n",
+    }, [
+        Turn("we haven't decided yet whether to move the cache to Postgres, so don't change anything. "
+             "just tell me where sqlite is used, do you remember how many modules touch it?", [
+            bash("grep -rn sqlite3 --include=*.py . ; grep -rln 'connect(' --include=*.py .", "Find sqlite uses"),
+            say("Two modules: cache/db.py opens the connection (`sqlite3.connect(path, timeout=1)`) and "
+                "cache/store.py uses it through `connect('cache.db')`. Nothing changed."),
+        ]),
+    ]))
+    s.append(Scenario("30-order-dependent-test", "search-svc", {
+        "search.py": "from pathlib import Path\n\n\ndef load_index():\n    return Path('.cache/index.txt').read_text().split()\n",
+        "build_index.py": "from pathlib import Path\n\nPath('.cache').mkdir(exist_ok=True)\n"
+                          "Path('.cache/index.txt').write_text('alpha beta gamma')\nprint('index built')\n",
+        "test_search.py": "import unittest\n\nfrom search import load_index\n\n\nclass SearchTest(unittest.TestCase):\n"
+                          "    def test_index_has_words(self):\n        self.assertIn('beta', load_index())\n",
+    }, [
+        Turn("test_search fails on a fresh clone but passes on my machine, why?", [
+            bash("python3 -m unittest test_search", "Run the search test", error=True, expect="FileNotFoundError"),
+            read("search.py", "`FileNotFoundError` for .cache/index.txt: the test needs an index that nothing builds."),
+            bash("python3 build_index.py && python3 -m unittest test_search", "Build the index, then test",
+                 expect="OK"),
+            say("The test depends on `.cache/index.txt`, which only `build_index.py` creates; your machine has it "
+                "from an earlier run. I'd build it in the test's setUpClass."),
+        ]),
+        Turn("yes do that. note to self: tests must never rely on files left by an earlier run", [
+            edit("test_search.py", "class SearchTest(unittest.TestCase):\n",
+                 "class SearchTest(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n"
+                 "        import runpy\n\n        runpy.run_path('build_index.py')\n\n"),
+            bash("rm -rf .cache && python3 -m unittest test_search", "Test from a clean state", expect="OK"),
+            say("The test now builds its index itself and passes from a clean checkout."),
+        ]),
+    ]))
     return s
 
 
