@@ -12,9 +12,9 @@ After each run the transcript Claude Code wrote (``$HOME/.claude/projects/<slug>
 is checked (every scripted tool call happened; the ones meant to fail failed, the others
 did not; expected output is there) and copied with the temporary paths replaced by
 ``/home/dev`` and ``/home/dev/projects/<project>``. To keep the set small, long strings
-in Claude Code's bookkeeping lines (system prompt snapshots, request shapes, skill and
-agent listings) are shortened; the conversation lines (``user``, ``assistant``) are kept
-exactly as written.
+and lists in Claude Code's bookkeeping lines (system prompt snapshots, request shapes,
+skill and agent listings) are shortened, never inside a secret; the conversation lines
+(``user``, ``assistant``) and ``last-prompt``/``queue-operation`` lines are kept as written.
 
 The labels (tests/data/transcripts/labels.jsonl) are written by hand; this script
 only checks that every labelled substring and secret occurs in its transcript.
@@ -22,6 +22,7 @@ only checks that every labelled substring and secret occurs in its transcript.
 Usage (needs npm and network access to the npm registry for the first install)::
 
     python scripts/gen_transcripts.py [--only NN] [--prefix NPM_PREFIX] [--keep]
+    python scripts/gen_transcripts.py --check   # only the labels against the committed files
 """
 
 from __future__ import annotations
