@@ -15,7 +15,7 @@ def bench(
     out: str | None = typer.Option(None, "--out", help="Write every figure and the machine description to this JSON file."),
     sizes: str | None = typer.Option(None, "--sizes", help="Store sizes for latency, indexing and scale (default 1000,10000,50000; quick: 1000)."),
     only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,duplicates,latency,indexing,firstprompt,surfaces,soak (the default), sync (the lore sync soak; only when named)."),
-    sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,demo."),
+    sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,memory-fresh,demo."),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary work directory (its path is printed)."),
 ) -> None:
     """Measure ranking quality (every set, dev and test splits, against baselines), duplicate detection, latency, indexing,
