@@ -90,7 +90,7 @@ def test_import_killed_midway_resumes_on_rerun(initialised: Path, tmp_path: Path
 
 def test_batched_import_beside_another_writer_loses_nothing(initialised: Path, tmp_path: Path) -> None:
     export = tmp_path / "mid.jsonl"
-    write_export(export, 1200)
+    write_export(export, 600)
     writer = (
         "import sys\n"
         "from lore.store import Store\n"
@@ -105,7 +105,7 @@ def test_batched_import_beside_another_writer_loses_nothing(initialised: Path, t
     assert importing.wait(timeout=120) == 0
     snapshot = Store(initialised).load()
     assert snapshot.warnings == [] and snapshot.duplicate_ids == {}
-    assert len(snapshot.records) == 1200 + 80 and len(snapshot.edges) == 600
+    assert len(snapshot.records) == 600 + 80 and len(snapshot.edges) == 300
     titles = {r.title for r in snapshot.records.values()}
     assert all(f"concurrent decision {i}" in titles and f"concurrent pattern {i}" in titles for i in range(40))
-    assert audit.verify(initialised) == (1200 + 80 + 600, None)
+    assert audit.verify(initialised) == (600 + 80 + 300, None)
