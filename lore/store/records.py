@@ -32,7 +32,8 @@ OUTCOMES = ("pending", "successful", "revised", "abandoned")
 # The decision types the original Lore's `remember --type` offered. Stored files may hold
 # others (they are read as they are); new decisions get one of these.
 DECISION_TYPES = ("architecture", "implementation", "process", "tooling", "other")
-STATUSES = ("active", "superseded", "retracted")
+# "candidate": captured from a session, waiting in `lore inbox` for review (searchable, never injected).
+STATUSES = ("active", "superseded", "retracted", "candidate")
 SEVERITIES = ("critical", "high", "medium", "low")
 RELATIONS = (
     "relates_to", "depends_on", "implements", "learned_from", "affects", "produces",
