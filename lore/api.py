@@ -39,7 +39,7 @@ __all__ = ["Lore", "SearchHit", "SearchResponse"]
 # The search options ``Lore.search`` accepts: those of `lore search`, by their core names.
 SEARCH_OPTIONS = frozenset({
     "limit", "kinds", "project", "tags", "since", "until", "include_all", "intent", "graph_depth",
-    "channels", "diversity", "disable", "weights", "adaptive", "fusion",
+    "channels", "diversity", "disable", "weights", "adaptive", "fusion", "include_candidates",
 })  # fmt: skip
 # Per kind: the capture function (in lore.capture) and its main text parameter; ``text=`` names it too.
 _WRITERS = {
@@ -245,7 +245,8 @@ class Lore:
 
         if budget_tokens < 10 or max_items < 1:
             raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
-        response, reader = self._search(query, {"limit": max_items, "graph_depth": 1})
+        # A context block is what an agent is handed: candidates awaiting review never go in it.
+        response, reader = self._search(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
         return assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
 
     def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> tuple[RankedResponse, IndexReader]:
@@ -288,6 +289,34 @@ class Lore:
         store = self.store
         store.require()
         return [record for record, _ in list_lessons(store, query, limit=limit)]
+
+    # -- the review inbox (captured candidates) ------------------------------------------
+    def inbox(self, kind: str | None = None) -> list[Record]:
+        """Candidates waiting for review (of ``kind``), oldest first (as `lore inbox`)."""
+        from lore.curate.inbox import list_candidates
+        from lore.store.records import normalise_kind
+
+        store = self.store
+        store.require()
+        return list_candidates(store, frozenset({normalise_kind(kind)}) if kind else None)
+
+    def accept(self, ids: str | list[str]) -> list[Record]:
+        """Make candidates active at their type's normal confidence; the accepted records."""
+        from lore.curate.inbox import accept
+
+        return accept(self.store, [ids] if isinstance(ids, str) else list(ids))
+
+    def reject(self, ids: str | list[str]) -> list[Record]:
+        """Delete candidates (audited) and remember their text so capture does not propose it again."""
+        from lore.curate.inbox import reject
+
+        return reject(self.store, [ids] if isinstance(ids, str) else list(ids))
+
+    def edit_candidate(self, record_id: str, **fields: Any) -> Record:
+        """Change fields of a candidate before accepting it (text is scrubbed; the result must validate)."""
+        from lore.curate.inbox import edit
+
+        return edit(self.store, record_id, fields)
 
     # -- reflection and reliability (RFC-0011) --------------------------------------------
     def reflect(self, topic: str | None = None, lookback: int = 50) -> Record:

@@ -57,6 +57,9 @@ READ_ONLY = ToolAnnotations.model_validate(
 APPENDS = ToolAnnotations.model_validate(
     {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 )
+REVIEWS = ToolAnnotations.model_validate(
+    {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
+)
 LINKS = ToolAnnotations.model_validate(
     {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 )
@@ -151,7 +154,7 @@ class LoreMCP:
         return search(self.session, query, options, policy=os.environ.get("LORE_INDEX_REFRESH", "refresh"))
 
     def options(self, *, limit: int, kind: str | None = None, project: str | None = None,
-                graph_depth: int = 0) -> Any:  # fmt: skip
+                graph_depth: int = 0, include_candidates: bool = True) -> Any:  # fmt: skip
         import time
 
         from lore.rank.pipeline import SearchOptions
@@ -163,6 +166,7 @@ class LoreMCP:
             project_filter=project.strip() if project and project.strip() else None,
             current_project=self.project(None),
             graph_depth=graph_depth,
+            include_candidates=include_candidates,
             now=time.time(),
         )
 
@@ -197,7 +201,7 @@ class LoreMCP:
     def context(self, query: str, budget_tokens: int, max_items: int, verbose: bool = False) -> CallToolResult:
         from lore.context import CHARS_PER_TOKEN, GAP_LINE, assemble, block_json
 
-        response, reader = self.run_search(query, self.options(limit=max_items, graph_depth=1))
+        response, reader = self.run_search(query, self.options(limit=max_items, graph_depth=1, include_candidates=False))
         block = assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
                          fenced=True, gap_line=True)  # fmt: skip
         text = block.text or GAP_LINE
@@ -288,6 +292,36 @@ class LoreMCP:
         else:
             lines = [f"No records are linked to {seed} within {depth} hop(s)."]
         return _result("\n".join(lines), {"id": seed, "depth": depth, "neighbors": neighbours})
+
+
+    def inbox(self, action: str, ids: list[str] | None, verbose: bool = False) -> CallToolResult:
+        from lore.curate import inbox as inbox_core
+        from lore.render.records import KIND_LABEL, record_json
+        from lore.render.text import one_line
+
+        store = self.store()
+        store.require()
+        if action == "list":
+            if ids:
+                raise UsageError("`list` takes no ids", hint="give ids with action accept or reject")
+            records = inbox_core.list_candidates(store)
+        elif action == "accept":
+            records = inbox_core.accept(store, [i.strip() for i in ids or []])
+        else:
+            records = inbox_core.reject(store, [i.strip() for i in ids or []])
+        verb = {"list": "", "accept": "Accepted ", "reject": "Rejected "}[action]
+        items = []
+        for record in records:
+            item: dict[str, Any] = record_json(record) if verbose else {
+                "id": record.id, "type": record.kind, "title": record.title}  # fmt: skip
+            provenance = inbox_core.provenance_line(record)
+            if provenance:
+                item["from"] = provenance
+            items.append(item)
+        lines = [f"{verb}{r.id}  {KIND_LABEL[r.kind]}  {one_line(r.title)}" for r in records]
+        if not lines:
+            lines = ["No candidates waiting for review."]
+        return _result("\n".join(lines), {"action": action, "records": items})
 
 
 def _resolve_id(ids: list[str], wanted: str) -> str:
@@ -483,6 +517,24 @@ def build_server(lore: LoreMCP) -> Any:
         verbose: VerboseArg = False,
     ) -> CallToolResult:
         return lore.call(lambda: lore.graph_neighbors(id, depth, verbose))
+
+    @server.tool(
+        name="inbox",
+        title="Review captured candidates",
+        annotations=REVIEWS,
+        description=(
+            "Records captured from sessions wait as candidates: searchable, marked [candidate], never injected "
+            "into prompts. `list` shows them (id, type, title, where captured); `accept` makes the given ids "
+            "active at their type's normal confidence; `reject` deletes them and remembers their text so it is "
+            "not proposed again. Accept only what is right and worth keeping."
+        ),
+    )
+    def inbox(
+        action: Annotated[Literal["list", "accept", "reject"], Field(description="What to do.")] = "list",
+        ids: Annotated[list[str] | None, Field(description="Candidate ids, for accept and reject.")] = None,
+        verbose: VerboseArg = False,
+    ) -> CallToolResult:
+        return lore.call(lambda: lore.inbox(action, ids, verbose))
 
     return server
 

@@ -127,6 +127,7 @@ def search(
 def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: str | None = None,
                    tags: list[str] | None = None, since: str | None = None, until: str | None = None,
                    include_all: bool = False, intent: str | None = None, graph_depth: int = 0,
+                   include_candidates: bool = True,
                    channels: str | None = None, diversity: bool = False, disable: list[str] | None = None,
                    weights: str | None = None, adaptive: bool = False, fusion: str = "score",
                    current_project: str | None = None) -> SearchOptions:  # fmt: skip
@@ -176,6 +177,7 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
         since=since_at,
         until=until_at,
         include_all=include_all,
+        include_candidates=include_candidates,
         intents=tuple(i.strip() for i in intent.split(",") if i.strip()) if intent else (),
         current_project=current_project,
         graph_depth=graph_depth,

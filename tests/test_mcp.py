@@ -22,7 +22,7 @@ from lore.store import Store
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 READ_TOOLS = {"search", "context", "show", "graph_neighbors"}
-WRITE_TOOLS = {"remember", "learn", "handoff", "link"}
+WRITE_TOOLS = {"remember", "learn", "handoff", "link", "inbox"}
 CALL_TIMEOUT_S = 60
 
 
@@ -101,6 +101,7 @@ def check_listing(listed: dict[str, dict[str, Any]]) -> None:
         "handoff": ({"text"}, {"next_steps", "blockers", "questions", "project", "verbose"}),
         "link": ({"from_id", "to_id", "relation"}, set()),
         "graph_neighbors": ({"id"}, {"depth", "verbose"}),
+        "inbox": (set(), {"action", "ids", "verbose"}),
     }
     for name, (required, optional) in expected.items():
         schema = listed[name]["inputSchema"]

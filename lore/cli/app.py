@@ -158,6 +158,7 @@ def _register() -> None:
         cmd_hook,
         cmd_hook_install,
         cmd_import,
+        cmd_inbox,
         cmd_index,
         cmd_lessons,
         cmd_mcp,

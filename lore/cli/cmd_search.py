@@ -13,13 +13,13 @@ from lore.paths import require_data_dir
 def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, project: str | None, tags: list[str] | None,
                   since: str | None, until: str | None, include_all: bool, intent: str | None, graph_depth: int,
                   channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
-                  adaptive: bool = False, fusion: str = "score") -> object:  # fmt: skip
+                  adaptive: bool = False, fusion: str = "score", include_candidates: bool = True) -> object:  # fmt: skip
     from lore.search import search_options
 
     return search_options(limit=limit, kinds=kinds, project=project, tags=tags, since=since, until=until,
                           include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
                           diversity=diversity, disable=disable, weights=weights, adaptive=adaptive, fusion=fusion,
-                          current_project=state(ctx).current_project())  # fmt: skip
+                          include_candidates=include_candidates, current_project=state(ctx).current_project())  # fmt: skip
 
 
 @app.command()
@@ -99,7 +99,7 @@ def context(
     require_data_dir(st.locations.data_dir)
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
-                            diversity=False, disable=None, weights=None)  # fmt: skip
+                            diversity=False, disable=None, weights=None, include_candidates=False)  # fmt: skip
     response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
                                   policy=search_refresh_policy())  # fmt: skip
     block = assemble(response, reader, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)

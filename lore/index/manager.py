@@ -677,6 +677,7 @@ class IndexReader:
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
         self._active: list[bool] | None = None
+        self._searchable: list[bool] | None = None
         self._checking = False
 
     def load(self, *, deep: bool = False) -> None:
@@ -774,6 +775,13 @@ class IndexReader:
         return self._active
 
     @property
+    def searchable_rows(self) -> list[bool]:
+        """Active rows and candidates (what `lore search` shows by default), computed once per reader."""
+        if self._searchable is None:
+            self._searchable = [status in ("active", "candidate") for status in self.table.statuses]
+        return self._searchable
+
+    @property
     def adjacency(self) -> graph_index.Adjacency:
         if self._adjacency is None:
             name = self.meta["files"]["graph"]
@@ -796,4 +804,4 @@ class IndexReader:
         if self._table is not None:
             self._table.on_damage = None
         self._table = self._bm25 = self._vectors = self._adjacency = None
-        self._active = None
+        self._active = self._searchable = None

@@ -39,6 +39,9 @@ class SearchOptions:
     since: float | None = None
     until: float | None = None
     include_all: bool = False
+    # Candidates (captured, awaiting `lore inbox` review) are searchable but never injected:
+    # `lore search`, the API's and MCP's search turn this on; the hooks and context blocks do not.
+    include_candidates: bool = False
     intents: tuple[str, ...] = ()
     current_project: str | None = None
     graph_depth: int = 0
@@ -96,11 +99,14 @@ Encoder = Callable[[list[str]], "np.ndarray"]
 def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None:
     table = reader.table
     if not opts.filtered:
-        return None if opts.include_all else reader.active_rows
+        if opts.include_all:
+            return None
+        return reader.searchable_rows if opts.include_candidates else reader.active_rows
     tags = {t.lower().lstrip("#") for t in opts.tags}
     allowed = []
     for row in range(len(table)):
-        ok = opts.include_all or table.statuses[row] == "active"
+        status = table.statuses[row]
+        ok = opts.include_all or status == "active" or (opts.include_candidates and status == "candidate")
         if ok and opts.types and table.kinds[row] not in opts.types:
             ok = False
         if ok and opts.project_filter and table.projects[row] != opts.project_filter:
@@ -317,7 +323,7 @@ def run(
 
     ctx = QueryContext(
         now=now, project=opts.current_project, intents=opts.intents, include_all=opts.include_all,
-        access=access or {}, type_preferences=intent.TYPE_PREFERENCES.get(classified.intent, {}) if opts.adaptive else {},
+        include_candidates=opts.include_candidates, access=access or {}, type_preferences=intent.TYPE_PREFERENCES.get(classified.intent, {}) if opts.adaptive else {},
         settings=opts.stage_settings, disabled=opts.disabled_stages,
     )  # fmt: skip
     ranked_candidates = rank(candidates, ctx)

@@ -93,6 +93,7 @@ class StageSettings:
     # score ** (1 / relevance_sharpness) is below it.
     min_score: float = 0.05
     status_penalty: float = 0.5  # superseded/retracted shown with --all
+    candidate_penalty: float = 0.8  # a captured candidate, not yet reviewed
     # Rank fusion sees only ranks: a record holding every query word and one holding a
     # single common word can sit one rank apart. Coverage is evidence, not a tie-breaker:
     # its factor (1 - w + w * coverage) applies to the fused score itself, at half its
@@ -110,6 +111,7 @@ class QueryContext:
     project: str | None = None
     intents: tuple[str, ...] = ()
     include_all: bool = False
+    include_candidates: bool = False
     access: Mapping[str, tuple[int, float]] = field(default_factory=dict)  # id -> (count, last epoch)
     type_preferences: Mapping[str, float] = field(default_factory=dict)
     settings: StageSettings = field(default_factory=StageSettings)
@@ -120,9 +122,14 @@ Stage = Callable[[Sequence[Candidate], QueryContext], list[Candidate]]
 
 
 def status_stage(candidates: Sequence[Candidate], ctx: QueryContext) -> list[Candidate]:
-    """Hide superseded and retracted records; with --all keep them, marked and ranked lower."""
+    """Hide superseded and retracted records; with --all keep them, marked and ranked lower.
+
+    Candidates (awaiting review) pass only when the search includes them, ranked a little lower.
+    """
     if not ctx.include_all:
-        return [c for c in candidates if c.status == "active"]
+        return [c if c.status == "active" else c.with_factor("status", ctx.settings.candidate_penalty)
+                for c in candidates
+                if c.status == "active" or (ctx.include_candidates and c.status == "candidate")]  # fmt: skip
     return [c if c.status == "active" else c.with_factor("status", ctx.settings.status_penalty) for c in candidates]
 
 

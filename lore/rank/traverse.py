@@ -78,7 +78,8 @@ def expand(
             row = table.row(record_id)
             if row is None or (allowed is not None and not allowed[row]):
                 continue
-            if not ctx.include_all and table.statuses[row] != "active":
+            status = table.statuses[row]
+            if not ctx.include_all and status != "active" and not (ctx.include_candidates and status == "candidate"):
                 continue
             strength = HOP_DECAY**hops
             for edge, _ in path:

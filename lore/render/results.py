@@ -127,6 +127,8 @@ def brief_hits(response: SearchResponse, reader: Any, now: float | None = None,
             item["project"] = _cut(one_line(candidate.project), BRIEF_PROJECT_CHARS)
         item["age"] = age(when, moment)
         item["score"] = round(candidate.score, 3)
+        if candidate.status != "active":  # a candidate awaiting review (or, with --all, superseded, ...)
+            item["status"] = candidate.status
         room = min(BRIEF_SNIPPET_CHARS, share - _json_len(item) - len(',"snippet":""'))
         if room >= BRIEF_MIN_SNIPPET_CHARS:
             snippet = _cut(rest, room)
@@ -139,6 +141,8 @@ def brief_hits(response: SearchResponse, reader: Any, now: float | None = None,
 def brief_line(item: dict[str, Any]) -> str:
     """One hit as a text line: ``id  type  score  age  project  title — snippet``."""
     parts = [item["id"], item["type"], f"{item['score']:.3f}", item["age"]]
+    if item.get("status"):
+        parts.append(f"[{item['status']}]")
     if item.get("project"):
         parts.append(item["project"])
     title = item["title"] + (f" — {item['snippet']}" if item.get("snippet") else "")

@@ -23,7 +23,8 @@ from lore.store.fileio import append_line
 AUDIT_PATH = Path("audit") / "log.jsonl"
 GENESIS = "0" * 64
 OPS = ("retain", "retract", "delete", "link", "unlink", "supersede", "merge", "lesson", "migrate", "validate",
-       "outcome", "prune", "restore", "reflect", "update", "sync", "import")
+       "outcome", "prune", "restore", "reflect", "update", "sync", "import",
+       "accept", "reject", "distill")
 
 
 def default_actor(channel: str = "cli") -> str:

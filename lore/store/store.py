@@ -410,7 +410,7 @@ class Store:
             self.record_audit(op, record.id, updated.project, raw, detail)
         return updated
 
-    def delete(self, record_id: str) -> Record:
+    def delete(self, record_id: str, *, op: str = "delete") -> Record:
         self.require()
         with data_lock(self.data_dir):
             snapshot = self.load()
@@ -418,7 +418,7 @@ class Store:
             self._replace(record, None)
             if any(record.id in (e.source, e.target) for e in snapshot.edges):
                 self._rewrite_graph(lambda doc, nodes: _drop_edges(doc, nodes, record.id, None, None))
-            self.record_audit("delete", record.id, record.project, None)
+            self.record_audit(op, record.id, record.project, None)
         return record
 
     def _replace(self, record: Record, raw: dict[str, Any] | None) -> None:
