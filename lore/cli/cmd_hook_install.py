@@ -60,7 +60,7 @@ def install_command(
     agent: AgentChoice = typer.Option(AgentChoice.claude_code, "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     capture: bool = typer.Option(False, "--capture", help="Claude Code: the Stop, PreCompact and SessionEnd hooks also "
-                                 "capture candidate records from the session transcript, in the background."),  # fmt: skip
+                                 "capture candidate records from the session transcript, in the background."),
 ) -> None:
     """Wire lore into an agent: its hooks (prompt, session start, compaction, stop) and, but for Claude Code, its MCP server.
 

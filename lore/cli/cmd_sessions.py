@@ -59,7 +59,7 @@ def capture_session(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be captured; write nothing, remember nothing."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     method: str | None = typer.Option(None, "--method", help="heuristic (default; no model) or llm (LORE_LLM_CMD); "
-                                      "default from LORE_CAPTURE_METHOD."),  # fmt: skip
+                                      "default from LORE_CAPTURE_METHOD."),
 ) -> None:
     """Propose candidate records (failures, decisions, lessons, what was touched) from a session transcript.
 

@@ -219,7 +219,7 @@ _SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(`*])")
 
 
 def sentences(text: str) -> list[str]:
-    out = []
+    out: list[str] = []
     in_code = False
     for line in text.splitlines():
         if line.strip().startswith("```"):
@@ -245,9 +245,7 @@ def _content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9][a-z0-9_.-]{2,}", text.lower())} - _STOP
 
 
-_STOP = frozenset("the and that this with for from are was were will have has use using because since into our your "
-                  "its it's not but all any can should would could then than them they their there here what when "
-                  "decided decision lesson learned remember always never let's we've we'll".split())  # fmt: skip
+_STOP = frozenset(["the", "and", "that", "this", "with", "for", "from", "are", "was", "were", "will", "have", "has", "use", "using", "because", "since", "into", "our", "your", "its", "it's", "not", "but", "all", "any", "can", "should", "would", "could", "then", "than", "them", "they", "their", "there", "here", "what", "when", "decided", "decision", "lesson", "learned", "remember", "always", "never", "let's", "we've", "we'll"])  # fmt: skip
 
 
 def statement_kind(utterance: Utterance, sentence: str) -> str | None:
@@ -362,9 +360,15 @@ class Touched:
     def from_state(cls, value: Any) -> Touched:
         if not isinstance(value, dict):
             return cls()
-        lists = {k: [str(v) for v in value.get(k) or [] if isinstance(v, str)] for k in ("edited", "read", "commands")}
-        ints = {k: int(value.get(k) or 0) if isinstance(value.get(k), int) else 0 for k in ("failures", "first_line", "last_line")}
-        return cls(**lists, **ints)
+        def strings(key: str) -> list[str]:
+            return [v for v in value.get(key) or [] if isinstance(v, str)]
+
+        def number(key: str) -> int:
+            found = value.get(key)
+            return found if isinstance(found, int) and not isinstance(found, bool) else 0
+
+        return cls(strings("edited"), strings("read"), strings("commands"), number("failures"), number("first_line"),
+                   number("last_line"))  # fmt: skip
 
 
 def _relative(path: str, cwd: str | None) -> str:

@@ -123,7 +123,7 @@ def parse(answer: str) -> list[Any] | str:
         text = text.strip("`").removeprefix("json").strip()
     try:
         value = json.loads(text)
-    except ValueError as error:
+    except json.JSONDecodeError as error:
         return f"the answer is not JSON ({error.msg})"
     if not isinstance(value, dict) or not isinstance(value.get("records"), list):
         return "the answer has no \"records\" list"

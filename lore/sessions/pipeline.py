@@ -1,6 +1,7 @@
 """Capture one session: read what is new, propose candidates, scrub, de-duplicate, store with provenance.
 
-Every candidate is stored with ``status: candidate`` and ``CANDIDATE_CONFIDENCE``,
+Every candidate is stored with ``status: candidate`` and ``CANDIDATE_CONFIDENCE`` (a kind
+named in ``LORE_AUTO_ACCEPT`` is stored active at its normal confidence instead),
 through the same write path as ``lore remember`` (secret scrubber, duplicate and
 contradiction check, audit), and carries ``provenance``: the session id, the
 transcript path, the line range ``[first, last]``, the method and a content hash.
@@ -77,7 +78,8 @@ def candidate_hash(session_id: str, kind: str, text: str) -> str:
 
 def rejected_before(store: Store, kind: str, raw: dict[str, Any]) -> bool:
     """Whether the inbox rejected a record with this text before (it is never proposed again)."""
-    from lore.curate.inbox import candidate_text, rejected_before as rejected
+    from lore.curate.inbox import candidate_text
+    from lore.curate.inbox import rejected_before as rejected
 
     return rejected(store, kind, candidate_text(kind, raw))
 
@@ -218,9 +220,12 @@ class _Writer:
         report.notices.extend(n.replace("{new_id}", result.record.id) for n in result.notices)
 
     def _raw(self, kind: str, f: dict[str, Any], when: str) -> dict[str, Any]:
+        from lore.curate.inbox import NORMAL_CONFIDENCE, capture_status
         from lore.store.validate import check_text
 
-        base: dict[str, Any] = {"status": "candidate", "session_id": self.session_id, "project": self.project}
+        status = capture_status(kind)  # LORE_AUTO_ACCEPT: that kind is stored active at its normal confidence
+        confidence = CANDIDATE_CONFIDENCE if status == "candidate" else NORMAL_CONFIDENCE[kind]
+        base: dict[str, Any] = {"status": status, "session_id": self.session_id, "project": self.project}
         if kind == "failure":
             raw = {"timestamp": when, "error_type": check_text("error type", f["error_type"], max_bytes=200),
                    "error_message": check_text("error message", f["error_message"]), "tool": f.get("tool") or "",
@@ -242,7 +247,7 @@ class _Writer:
             raw = {"kind": "lesson", "name": short_name(rule), "context": situation, "problem": error_pattern,
                    "solution": fix, "category": "lesson", "situation": situation, "error_pattern": error_pattern,
                    "oversight": f.get("oversight") or "", "fix": fix, "rule": rule, "severity": f.get("severity") or "medium",
-                   "scope": self.project, "rule_confidence": CANDIDATE_CONFIDENCE,
+                   "scope": self.project, "rule_confidence": confidence,
                    "lesson_pattern_id": lesson_pattern_id(error_pattern, self.project), "validations": 0,
                    "created_at": when, "tags": ["lesson_learned", "captured"]}  # fmt: skip
         elif kind == "pattern":
@@ -254,7 +259,7 @@ class _Writer:
         else:  # pragma: no cover - candidates are built by lore
             raise UsageError(f"cannot capture a {kind}")
         if kind != "lesson":
-            raw["confidence"] = CANDIDATE_CONFIDENCE
+            raw["confidence"] = confidence
         return {**raw, **base}
 
     def observation(self, touched: Touched, record_id: str | None, chunk: Chunk) -> str | None:
