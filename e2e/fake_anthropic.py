@@ -26,11 +26,16 @@ DEFAULT_TEXT = "OK from the fake model."
 
 @dataclass
 class Reply:
-    """One assistant turn: text, or a tool call (``tool_name`` with ``tool_input``)."""
+    """One assistant turn: text, or a tool call (``tool_name`` with ``tool_input``).
+
+    A tool call may be preceded by a text block (``preface``), as a real model's
+    "Let me run the tests." before its ``tool_use``.
+    """
 
     text: str = DEFAULT_TEXT
     tool_name: str | None = None
     tool_input: dict[str, Any] = field(default_factory=dict)
+    preface: str = ""
     # For a streamed request: send message_start, then an SSE error event and close,
     # as the API does when a stream breaks (a client may retry without streaming).
     break_stream: bool = False
@@ -176,8 +181,9 @@ def _usage() -> dict[str, int]:
 
 def _message(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
     if reply.tool_name:
-        content: list[dict[str, Any]] = [{"type": "tool_use", "id": f"toolu_{message_id}", "name": reply.tool_name,
-                                          "input": reply.tool_input}]  # fmt: skip
+        content: list[dict[str, Any]] = [{"type": "text", "text": reply.preface}] if reply.preface else []
+        content.append({"type": "tool_use", "id": f"toolu_{message_id}", "name": reply.tool_name,
+                        "input": reply.tool_input})  # fmt: skip
         stop = "tool_use"
     else:
         content = [{"type": "text", "text": reply.text}]
@@ -186,26 +192,36 @@ def _message(reply: Reply, message_id: str, model: str) -> dict[str, Any]:
             "stop_reason": stop, "stop_sequence": None, "usage": _usage()}  # fmt: skip
 
 
+def _text_events(text: str, index: int) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = [("content_block_start", {"type": "content_block_start", "index": index,
+                                                                         "content_block": {"type": "text", "text": ""}})]  # fmt: skip
+    for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+        events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
+                                               "delta": {"type": "text_delta", "text": piece}}))  # fmt: skip
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return events
+
+
 def _events(reply: Reply, message_id: str, model: str) -> list[tuple[str, dict[str, Any]]]:
     start = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
              "stop_reason": None, "stop_sequence": None, "usage": _usage()}  # fmt: skip
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     if reply.tool_name:
+        index = 0
+        if reply.preface:
+            events += _text_events(reply.preface, 0)
+            index = 1
         block = {"type": "tool_use", "id": f"toolu_{message_id}", "name": reply.tool_name, "input": {}}
         arguments = json.dumps(reply.tool_input)
-        events.append(("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}))
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
         for piece in (arguments[: len(arguments) // 2], arguments[len(arguments) // 2 :]):
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": index,
                                                    "delta": {"type": "input_json_delta", "partial_json": piece}}))  # fmt: skip
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         stop = "tool_use"
     else:
-        events.append(("content_block_start", {"type": "content_block_start", "index": 0,
-                                               "content_block": {"type": "text", "text": ""}}))  # fmt: skip
-        for piece in (reply.text[: len(reply.text) // 2], reply.text[len(reply.text) // 2 :]):
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                   "delta": {"type": "text_delta", "text": piece}}))  # fmt: skip
+        events += _text_events(reply.text, 0)
         stop = "end_turn"
-    events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
     events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
                                      "usage": {"output_tokens": 5}}))  # fmt: skip
     events.append(("message_stop", {"type": "message_stop"}))
