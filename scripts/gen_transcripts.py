@@ -746,6 +746,25 @@ def build_scenarios() -> list[Scenario]:
              "&& git log --oneline -2", "Commit", expect="Money carries a currency"),
         say("Committed. Money has a `currency` (default EUR) and refuses to add mixed currencies."),
     ]
+    long_steps3: list[Step] = [bash("ls tests && wc -l shop/*.py", "What is there")]
+    for module in LONG_MODULES:
+        name = module.split("/")[1][:-3]
+        long_steps3 += [
+            read(module),
+            edit(module, f"def {name}_total(items):\n",
+                 f'def {name}_total(items):\n    """Sum of the {name} items\' cents, as Money."""\n'),
+            write(f"tests/test_{name}.py", f"import unittest\n\nfrom shop.{name} import {name}_total\n"
+                  f"from shop.money import Money\n\n\nclass {name.title()}Test(unittest.TestCase):\n"
+                  f"    def test_empty(self):\n        self.assertEqual({name}_total([]), Money(0))\n\n"
+                  f"    def test_two(self):\n        self.assertEqual({name}_total([{{'cents': 1}}, {{'cents': 2}}]), Money(3))\n"),
+            bash(f"python3 -m unittest -v tests.test_{name}", f"Run the {name} tests", expect="OK"),
+            bash(f"git add {module} tests/test_{name}.py && git commit -qm 'Document and test {name}_total' && "
+                 "git log --oneline -1", f"Commit {name}", expect=f"{name}_total"),
+        ]
+    long_steps3 += [
+        bash("python3 -m unittest discover -s tests -t . -v", "Full run", expect="Ran 13 tests"),
+        say("Each of the six `*_total` functions has a docstring and two tests; 13 tests pass, one commit per module."),
+    ]
     s.append(Scenario("27-long-money-refactor", "shop", {
         "shop/__init__.py": "",
         "shop/money.py": ('class Money:\n    def __init__(self, cents):\n        self.cents = cents\n\n'
@@ -759,6 +778,8 @@ def build_scenarios() -> list[Scenario]:
     }, [
         Turn("we need multi-currency support in the shop. start by giving Money a currency, carefully", long_steps),
         Turn("ok go with the default", long_steps2),
+        Turn("now give every *_total function a docstring and a test of its own, one module at a time, "
+             "running the tests after each", long_steps3),
         Turn("great. remember that Money(0) is used as the sum start everywhere, so a non-EUR cart will need "
              "an explicit start value later", [
             bash("grep -rn 'Money(0)' shop", "Find the sum starts", expect="Money(0)"),
