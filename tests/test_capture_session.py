@@ -125,9 +125,15 @@ def test_secrets_are_never_stored(initialised: Path, tmp_path: Path) -> None:
     t = Transcript(path)
     t.user("Decision: we decided to deploy with the token " + SECRET + " because CI needs it")
     t.tool("Bash", {"command": f"curl -H 'Authorization: token {SECRET}' https://api.example.com"}, "Exit code 22\ncurl: (22) 401", True)
+    t.tool("Bash", {"command": f"GITHUB_TOKEN={SECRET} ./deploy.sh"}, "deployed")
+    pending = orjson.dumps({"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "id": "toolu_open", "name": "Bash", "input": {"command": f"echo {SECRET}"}}]}})
+    t.raw(pending.decode())  # a call whose result has not arrived: kept in the state for the next read
     report = capture_session(Store(initialised), path)
     assert report.added and report.redactions
-    for file in initialised.rglob("*"):
+    state_dir = Path(os.environ["LORE_STATE_DIR"])
+    assert list(state_dir.rglob("*.json"))
+    for file in [*initialised.rglob("*"), *state_dir.rglob("*")]:
         if file.is_file():
             assert SECRET not in file.read_text(errors="replace"), file
 

@@ -326,7 +326,7 @@ class Touched:
                     if target is self.edited and name in self.read:
                         self.read.remove(name)
             if call.name == "Bash":
-                command = _cut(call.command.split("\n", 1)[0], 120)
+                command = _cut(scrubbed(call.command.split("\n", 1)[0]), 120)
                 if command not in self.commands:
                     self.commands.append(command)
             self.first_line = self.first_line or call.line
@@ -369,6 +369,13 @@ class Touched:
 
         return cls(strings("edited"), strings("read"), strings("commands"), number("failures"), number("first_line"),
                    number("last_line"))  # fmt: skip
+
+
+def scrubbed(text: str) -> str:
+    """``text`` through the secret scrubber: what the state file keeps is scrubbed like the records."""
+    from lore.scrub import scrub
+
+    return scrub(text).text
 
 
 def _relative(path: str, cwd: str | None) -> str:

@@ -56,7 +56,11 @@ class ToolCall:
         return self.name
 
     def to_state(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "input": self.input, "line": self.line}
+        """What the per-session state keeps of a call still waiting for its result (its text scrubbed)."""
+        from lore.scrub import scrub
+
+        kept = {k: scrub(v).text for k, v in self.input.items() if isinstance(v, str) and k != "content"}
+        return {"id": self.id, "name": self.name, "input": kept, "line": self.line}
 
 
 @dataclass
