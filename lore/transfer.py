@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -33,7 +34,7 @@ from lore.errors import UsageError
 from lore.store import Store
 from lore.store.readers import read_jsonl
 from lore.store.records import KINDS, RELATIONS, kind_from_id
-from lore.store.store import Snapshot
+from lore.store.store import NewEdge, Snapshot
 
 EXPORT_VERSION = 1
 _HASH_IGNORED = frozenset(("id", "schema_version", "timestamp", "created_at", "updated_at"))
@@ -286,9 +287,34 @@ def _scrub_value(value: Any, key: str | None, found: list[str]) -> Any:
     return value
 
 
-def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool = True) -> Summary:
-    """Merge ``source`` into ``store`` (nothing is written with ``dry_run``)."""
+# Records and edges written per hold of the data-dir lock. An interrupted import keeps every
+# chunk written before it; running it again skips those (by content hash) and goes on.
+CHUNK = 500
+Progress = Callable[[int, int], None]  # (done, total) over records then edges
+
+
+def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool = True,
+          progress: Progress | None = None, chunk: int = CHUNK) -> Summary:  # fmt: skip
+    """Merge ``source`` into ``store`` (nothing is written with ``dry_run``).
+
+    Records go to ``Store.add_many`` and edges to ``Store.link_many`` in chunks of ``chunk``:
+    one lock hold, one append per file and one rewrite of patterns.yaml or graph.json per
+    chunk, instead of one per record (and a whole-store reload per edge).
+    """
     summary = Summary(dry_run=dry_run, problems=list(source.problems))
+    total = len(source.records) + len(source.edges)
+    done = 0
+    pending: list[tuple[str, dict[str, Any]]] = []
+
+    def flush_records() -> None:
+        nonlocal done
+        if pending and not dry_run:
+            store.add_many(pending, op="import")
+        done += len(pending)
+        pending.clear()
+        if progress is not None:
+            progress(done, total)
+
     if not dry_run:
         store.prepare_write()
     snapshot = store.load() if store.exists() else Snapshot()
@@ -317,12 +343,26 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
         raw = {**raw, "id": record_id}
         if kind != "handoff" and not raw.get("timestamp") and not raw.get("created_at"):
             raw["timestamp"] = now
-        if not dry_run:
-            store.add(kind, raw, op="import")
+        pending.append((kind, raw))
+        if len(pending) >= chunk:
+            flush_records()
         hashes[record_id] = digest
         summary.redactions.extend(redactions)
         if record_id == original_id:
             summary.added[kind] += 1
+    flush_records()
+    done = len(source.records)  # skipped records count as done too
+    links: list[NewEdge] = []
+
+    def flush_links() -> None:
+        nonlocal done
+        if links and not dry_run:
+            store.link_many(links)
+        done += len(links)
+        links.clear()
+        if progress is not None:
+            progress(done, total)
+
     existing = {(e.source, e.target, e.relation) for e in snapshot.edges}
     for edge in source.edges:
         ends = (summary.renamed.get(edge.source, edge.source), summary.renamed.get(edge.target, edge.target))
@@ -337,8 +377,12 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
         if (ends[0], ends[1], relation) in existing:
             summary.skipped["edge"] += 1
             continue
-        if not dry_run:
-            store.link(ends[0], ends[1], relation, weight=edge.weight, extra=extra or None, created_at=edge.created_at)
+        links.append(NewEdge(ends[0], ends[1], relation, weight=edge.weight, extra=extra or None, created_at=edge.created_at))
+        if len(links) >= chunk:
+            flush_links()
         existing.add((ends[0], ends[1], relation))
         summary.added["edge"] += 1
+    flush_links()
+    if progress is not None:
+        progress(total, total)
     return summary

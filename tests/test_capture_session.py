@@ -331,3 +331,18 @@ def test_front_door(initialised: Path, tmp_path: Path) -> None:
     session_with_everything(path)
     report = Lore(project="acme-api").capture_session(path)
     assert len(report.added) == 4 and all(r.project == "acme-api" for r in report.added)
+
+
+def test_capture_runs_the_distillation_cycle(initialised: Path, tmp_path: Path) -> None:
+    store = Store(initialised)
+    for number in (1, 2):
+        path = tmp_path / f"sess-{number}.jsonl"
+        t = Transcript(path, session=f"sess-{number}")
+        t.tool("Bash", {"command": "make release"}, "Exit code 2\nmake: *** No rule to make target 'release'.  Stop.", True)
+        report = capture_session(store, path)
+    lessons = [r for r in store.load().records.values() if r.kind == "lesson"]
+    assert len(lessons) == 1 and lessons[0].raw["status"] == "candidate"
+    assert any(n.startswith(f"distilled lesson candidate {lessons[0].id}") for n in report.notices)
+    failures = {r.id for r in store.load().records.values() if r.kind == "failure"}
+    linked = {link.target for link in store.load().edges if link.source == lessons[0].id and link.relation == "derived_from"}
+    assert linked == failures

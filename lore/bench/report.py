@@ -260,6 +260,20 @@ def capture_table(result: dict[str, Any]) -> Table:
     return table  # fmt: skip
 
 
+def import_table(result: dict[str, Any]) -> Table:
+    table = Table(title=f"lore import lore-export (generated export, chunks of {result['chunk']})")
+    for column in ("records", "lines", "batched s", "records/s", "one write per item s", "records/s ", "speedup",
+                   "re-import s", "re-import adds"):  # fmt: skip
+        table.add_column(column, justify="right")
+    for n, entry in result["sizes"].items():
+        single = entry.get("per_item") or {}
+        table.add_row(f"{int(n):,}", f"{entry['lines']:,}", _f(entry["batched"]["seconds"], 2),
+                      _f(entry["batched"]["records_per_s"], 0), _f(single.get("seconds"), 2),
+                      _f(single.get("records_per_s"), 0), _f(entry.get("speedup"), 1),
+                      _f(entry["reimport"]["seconds"], 2), str(entry["reimport"]["added"]))  # fmt: skip
+    return table
+
+
 def render(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(machine_table(results["machine"]))
@@ -280,6 +294,8 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
         console.print(soak_table(results["soak"]))
     if results.get("capture"):
         console.print(capture_table(results["capture"]))
+    if results.get("import"):
+        console.print(import_table(results["import"]))
     for extra in (stages_table(sizes), indexing_table(sizes), scale_table(results.get("scale") or {})):
         if extra is not None:
             console.print(extra)

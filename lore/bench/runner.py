@@ -137,6 +137,17 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 failed("duplicates", error)
             results["harness_seconds"]["duplicates"] = round(time.perf_counter() - t, 1)
             save()
+        if "import" in settings.only:
+            from lore.bench import importing
+
+            t = time.perf_counter()
+            try:
+                import_sizes = (500,) if settings.quick else (500, 5000)
+                results["import"] = importing.measure(work, sizes=import_sizes, progress=progress)
+            except Exception as error:
+                failed("import", error)
+            results["harness_seconds"]["import"] = round(time.perf_counter() - t, 1)
+            save()
         if "surfaces" in settings.only:
             from lore.bench import surfaces
 

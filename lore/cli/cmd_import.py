@@ -41,7 +41,15 @@ def export(
 
 
 def _merge(ctx: typer.Context, source: transfer.Source, dry_run: bool, no_redact: bool) -> None:
-    summary = transfer.merge(state(ctx).store(), source, dry_run=dry_run, redact=not no_redact)
+    from lore.cli.cmd_index import terminal_progress
+
+    # A bar on a terminal (stderr) once the import has run for a second; nothing otherwise.
+    bar, stop = terminal_progress()
+    try:
+        summary = transfer.merge(state(ctx).store(), source, dry_run=dry_run, redact=not no_redact,
+                                 progress=lambda done, total: bar("import", done, total))  # fmt: skip
+    finally:
+        stop()
     for problem in summary.problems:
         typer.echo(f"Warning: {problem}", err=True)
     if summary.redactions:

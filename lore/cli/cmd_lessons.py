@@ -153,6 +153,33 @@ def lesson_show(
         typer.echo(lessons_core.render_text(record, datetime.now(UTC)), nl=False)
 
 
+@lesson_app.command("distill")
+def lesson_distill(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the lessons that would be proposed; change nothing."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per lesson."),
+) -> None:
+    """Propose a lesson for each failure that repeated (same command and error) at least twice in 7 days."""
+    from lore.curate.distill import distill_failures
+
+    store = state(ctx).store()
+    store.require()
+    found = distill_failures(store, dry_run=dry_run)
+    if as_json:
+        for record in found:
+            typer.echo(orjson.dumps(record_json(record)).decode())
+        return
+    if not found:
+        typer.echo("No new repeated failures to distil.")
+        return
+    verb = "Would propose" if dry_run else "Proposed"
+    for record in found:
+        failures = record.raw.get("provenance", {}).get("failures", [])
+        typer.echo(f"{verb} lesson {record.id} [{record.status}] from {len(failures)} failures: {one_line(record.title)}")
+    if not dry_run and any(r.status == "candidate" for r in found):
+        typer.echo("Review with `lore inbox`.")
+
+
 def _lesson_line(record: Any) -> str:
     severity = str(record.raw.get("severity") or "medium")
     scope = one_line(str(record.raw.get("scope") or "-"))

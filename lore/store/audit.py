@@ -83,25 +83,53 @@ def append(
     detail: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Append one chained entry (the caller holds the data lock)."""
+    return append_many(data_dir, [AuditEvent(op, record_id, project, record, detail)], actor=actor,
+                       timestamp=timestamp)[0]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One write to audit (``append_many`` chains a list of them)."""
+
+    op: str
+    record_id: str
+    project: str | None
+    record: dict[str, Any] | None
+    detail: dict[str, Any] | None = None
+
+
+def append_many(data_dir: Path, events: list[AuditEvent], *, actor: str, timestamp: str) -> list[dict[str, Any]]:
+    """Append chained entries for ``events`` with one write and one fsync (the caller holds the data lock).
+
+    The chain is exactly what one ``append`` per event would write: each entry's
+    ``prev_hash`` is the previous entry's ``hash`` and ``seq`` counts on.
+    """
+    if not events:
+        return []
     path = data_dir / AUDIT_PATH
     last = _last_entry(path)
     seq = int(last.get("seq", 0)) + 1 if last else 1
     prev_hash = str(last.get("hash", GENESIS)) if last else GENESIS
-    entry: dict[str, Any] = {
-        "seq": seq,
-        "timestamp": timestamp,
-        "op": op,
-        "id": record_id,
-        "project": project,
-        "actor": actor,
-        "content_sha256": content_sha256(record),
-    }
-    if detail:
-        entry["detail"] = detail
-    entry["prev_hash"] = prev_hash
-    entry["hash"] = entry_hash(entry)
-    append_line(path, orjson.dumps(entry))
-    return entry
+    entries: list[dict[str, Any]] = []
+    for event in events:
+        entry: dict[str, Any] = {
+            "seq": seq,
+            "timestamp": timestamp,
+            "op": event.op,
+            "id": event.record_id,
+            "project": event.project,
+            "actor": actor,
+            "content_sha256": content_sha256(event.record),
+        }
+        if event.detail:
+            entry["detail"] = event.detail
+        entry["prev_hash"] = prev_hash
+        entry["hash"] = entry_hash(entry)
+        entries.append(entry)
+        seq += 1
+        prev_hash = entry["hash"]
+    append_line(path, b"\n".join(orjson.dumps(entry) for entry in entries))
+    return entries
 
 
 @dataclass(frozen=True)

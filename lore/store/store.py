@@ -91,6 +91,18 @@ class Edge:
 
 
 @dataclass(frozen=True)
+class NewEdge:
+    """An edge to add with ``Store.link_many`` (the arguments of ``Store.link``)."""
+
+    source: str
+    target: str
+    relation: str = "relates_to"
+    weight: float = 1.0
+    extra: dict[str, Any] | None = None
+    created_at: str | None = None
+
+
+@dataclass(frozen=True)
 class Link:
     """An edge seen from one of its records: ``direction`` is "out" when that record is the source."""
 
@@ -376,6 +388,62 @@ class Store:
             self.record_audit(op, record_id, record.project, raw)
         return record
 
+    def add_many(self, items: Iterable[tuple[str, dict[str, Any]]], *, op: str = "retain") -> list[Record]:
+        """Store many new records under one hold of the lock: the batched form of ``add``.
+
+        Every rule of ``add`` holds (ids checked against the files, whole-line appends,
+        atomic rewrites, one audit entry per record, a file that did not parse completely
+        is refused), but each JSONL file gets one append of all its new lines, patterns.yaml
+        one rewrite, and the id sets are read once. All or nothing per file, not per batch:
+        callers that want to resume (``lore import``) call it in chunks and skip what is stored.
+        """
+        batch = [(kind, dict(raw)) for kind, raw in items]
+        if not batch:
+            return []
+        self.prepare_write()
+        with data_lock(self.data_dir):
+            taken: dict[str, set[str]] = {}
+            by_file: dict[Path, list[bytes]] = {}
+            sections: dict[str, list[dict[str, Any]]] = {}
+            sessions: list[tuple[Path, dict[str, Any]]] = []
+            records: list[Record] = []
+            for kind, raw in batch:
+                group = "pattern" if kind in PATTERN_SECTIONS else kind
+                if group not in taken:
+                    taken[group] = self._ids_of_kind_quick(kind)
+                ids = taken[group]
+                if not raw.get("id"):
+                    raw = {"id": self.new_id(kind, ids), **raw}
+                elif raw["id"] in ids:
+                    raise UsageError(f"a record with id {raw['id']} already exists")
+                raw.setdefault("schema_version", SCHEMA_VERSION)
+                record_id = str(raw["id"])
+                ids.add(record_id)
+                if kind in JSONL_FILES:
+                    by_file.setdefault(self.path(JSONL_FILES[kind]), []).append(orjson.dumps(raw))
+                elif kind in PATTERN_SECTIONS:
+                    sections.setdefault(PATTERN_SECTIONS[kind], []).append(raw)
+                elif kind == "handoff":
+                    path = self.path(SESSIONS) / f"{record_id}.json"
+                    if path.exists():
+                        raise UsageError(f"session file {path} already exists")
+                    sessions.append((path, raw))
+                else:  # pragma: no cover
+                    raise UsageError(f"cannot store records of type {kind}")
+                records.append(Record(kind=kind, id=record_id, raw=raw))
+            if sections:
+                def edit(doc: dict[str, Any]) -> None:
+                    for section, new in sections.items():
+                        doc.setdefault(section, []).extend(new)
+
+                self.rewrite_patterns(edit)  # refuses a patterns.yaml that did not parse completely
+            for path, lines in by_file.items():
+                append_line(path, b"\n".join(lines))
+            for path, raw in sessions:
+                atomic_write(path, orjson.dumps(raw, option=orjson.OPT_INDENT_2) + b"\n")
+            self.record_audit_many([audit.AuditEvent(op, r.id, r.project, r.raw) for r in records])
+        return records
+
     def _ids_of_kind_quick(self, kind: str) -> set[str]:
         """Ids already used in the file a new record of ``kind`` goes to.
 
@@ -534,6 +602,59 @@ class Store:
                 self.record_audit("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
         return Edge(src.id, dst.id, relation, weight, created_at, extra=dict(extra or {}))
 
+    def link_many(self, links: Iterable[NewEdge | tuple[str, str, str]]) -> list[Edge]:
+        """Add (or reactivate) many edges with one load and one graph.json rewrite: the batched ``link``.
+
+        Every edge is checked as ``link`` checks it (known relation, not a self-link, both
+        records exist) before anything is written; one audit entry per edge that changed.
+        """
+        wanted = [item if isinstance(item, NewEdge) else NewEdge(*item) for item in links]
+        if not wanted:
+            return []
+        for item in wanted:
+            if item.relation not in RELATIONS:
+                raise UsageError(f"unknown relation {item.relation!r}", hint="relations: " + ", ".join(RELATIONS))
+            if item.source == item.target:
+                raise UsageError("a record cannot be linked to itself")
+        self.require()
+        with data_lock(self.data_dir):
+            snapshot = self.load()
+            resolved = [(snapshot.get(i.source), snapshot.get(i.target), i) for i in wanted]
+            now = self.now_iso()
+            changed: list[tuple[Record, Record, str]] = []
+            made: list[Edge] = []
+
+            def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
+                edges = document.setdefault("edges", [])
+                known: dict[tuple[Any, Any, Any], dict[str, Any]] = {}
+                for existing in edges:  # the first of duplicate edges is the one `link` updates
+                    if isinstance(existing, dict):
+                        known.setdefault((existing.get("from"), existing.get("to"), existing.get("relation")), existing)
+                for src, dst, item in resolved:
+                    created_at = item.created_at or now
+                    src_node = _ensure_node(document, nodes, src, created_at)
+                    dst_node = _ensure_node(document, nodes, dst, created_at)
+                    edge = known.get((src_node, dst_node, item.relation))
+                    if edge is not None:
+                        if edge.get("weight") != item.weight or edge.get("status", "active") != "active":
+                            changed.append((src, dst, item.relation))
+                        edge["weight"] = item.weight
+                        edge["status"] = "active"
+                    else:
+                        edge = {
+                            **(item.extra or {}), "from": src_node, "to": dst_node, "relation": item.relation,
+                            "weight": item.weight, "bidirectional": False, "status": "active", "created_at": created_at,
+                        }  # fmt: skip
+                        edges.append(edge)
+                        known[(src_node, dst_node, item.relation)] = edge
+                        changed.append((src, dst, item.relation))
+                    made.append(Edge(src.id, dst.id, item.relation, item.weight, created_at, extra=dict(item.extra or {})))
+
+            self._rewrite_graph(edit)
+            self.record_audit_many([audit.AuditEvent("link", src.id, src.project, None, {"to": dst.id, "relation": relation})
+                                    for src, dst, relation in changed])  # fmt: skip
+        return made
+
     def unlink(self, source: str, target: str, relation: str | None = None) -> int:
         self.require()
         with data_lock(self.data_dir):
@@ -563,6 +684,10 @@ class Store:
         atomic_write(path, orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
 
     # -- audit -----------------------------------------------------------------
+    def record_audit_many(self, events: list[audit.AuditEvent]) -> None:
+        """Append one chained audit entry per event with a single write (the caller holds the data lock)."""
+        audit.append_many(self.data_dir, events, actor=self.actor, timestamp=self.now_iso())
+
     def record_audit(self, op: str, record_id: str, project: str | None, raw: dict[str, Any] | None,
                      detail: dict[str, Any] | None = None) -> None:  # fmt: skip
         """Append one audit entry (the caller holds the data lock)."""
