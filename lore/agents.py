@@ -443,14 +443,20 @@ def _run(agent: str, scope: str, prefix: str | None, cwd: Path | None, dry_run: 
 
 
 def install(agent: str, *, scope: str = "user", command_prefix: str | None = None, cwd: Path | None = None,
-            dry_run: bool = False, now: datetime | None = None) -> list[Outcome]:  # fmt: skip
-    """Wire lore into ``agent``'s configuration of ``scope``; one outcome per file."""
+            dry_run: bool = False, now: datetime | None = None, capture: bool = False) -> list[Outcome]:  # fmt: skip
+    """Wire lore into ``agent``'s configuration of ``scope``; one outcome per file.
+
+    ``capture`` (Claude Code only): the Stop, PreCompact and SessionEnd hooks capture
+    candidates from the session's transcript.
+    """
     check_agent(agent)
     if agent == "claude-code":
         from lore import hook_install
 
         return [hook_install.install(scope=scope, command_prefix=command_prefix, dry_run=dry_run, now=now,
-                                     path=hook_install.settings_path(scope, cwd))]  # fmt: skip
+                                     path=hook_install.settings_path(scope, cwd), capture=capture)]  # fmt: skip
+    if capture:
+        raise UsageError("--capture reads Claude Code transcripts; it is for --agent claude-code")
     return _run(agent, scope, command_prefix or default_command_prefix(scope), cwd, dry_run, now)
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from lore.paths import Locations
     from lore.rank.pipeline import SearchResponse as RankedResponse
     from lore.search import SearchSession
+    from lore.sessions.pipeline import CaptureReport
     from lore.store import Record, Store
     from lore.store.store import Edge
 
@@ -264,6 +265,20 @@ class Lore:
         if self._session is None:
             self._session = SearchSession(self.locations)
         return search(self._session, query, opts, policy=refresh_policy(), log_access=log_access)
+
+    # -- capture from sessions ------------------------------------------------------------
+    def capture_session(self, path: str | Path, *, session_id: str | None = None, method: str | None = None,
+                        dry_run: bool = False) -> CaptureReport:  # fmt: skip
+        """Propose candidate records from an agent session transcript (as `lore capture-session`).
+
+        Only the lines added since the last capture of that session are read; candidates are
+        stored with status ``candidate`` and provenance (review them with the inbox).
+        ``method``: ``heuristic`` (default, no model) or ``llm`` (``LORE_LLM_CMD``).
+        """
+        from lore.sessions.pipeline import capture_session
+
+        return capture_session(self.store, path, project=self._project, session_id=session_id, method=method,
+                               dry_run=dry_run)  # fmt: skip
 
     # -- lessons (RFC-0011) -------------------------------------------------------------
     def distill_lesson(self, situation: str, error_pattern: str, oversight: str, fix: str, rule: str,

@@ -50,6 +50,15 @@ LORE_HOOKS: tuple[LoreHook, ...] = (
     LoreHook("Stop", "stop", 30),
 )
 
+# `lore hook install --capture`: the end-of-turn hooks also capture from the transcript, and SessionEnd is added.
+CAPTURE_HOOKS: tuple[LoreHook, ...] = (
+    LoreHook("UserPromptSubmit", "prompt", 5),
+    LoreHook("SessionStart", "session-start", 10),
+    LoreHook("PreCompact", "pre-compact --capture", 30),
+    LoreHook("Stop", "stop --capture", 30),
+    LoreHook("SessionEnd", "session-end --capture", 30),
+)
+
 WRAPPER_NAMES = frozenset({"lore-prompt-hook.sh"})
 
 
@@ -365,11 +374,12 @@ def _apply(path: Path, scope: str, before: dict[str, Any], raw: bytes | None, af
 
 
 def install(path: Path | None = None, *, scope: str = "user", command_prefix: str | None = None,
-            dry_run: bool = False, now: datetime | None = None) -> Outcome:  # fmt: skip
-    """Add or update lore's hooks in the settings file of ``scope`` (or ``path``)."""
+            dry_run: bool = False, now: datetime | None = None, capture: bool = False) -> Outcome:  # fmt: skip
+    """Add or update lore's hooks in the settings file of ``scope`` (or ``path``); ``capture``: CAPTURE_HOOKS."""
     path = path or settings_path(scope)
     before, raw = read_settings(path)
-    after, changes = _install(before, scope, command_prefix or default_command_prefix(scope))
+    after, changes = _install(before, scope, command_prefix or default_command_prefix(scope),
+                              CAPTURE_HOOKS if capture else LORE_HOOKS)  # fmt: skip
     return _apply(path, scope, before, raw, after, changes, dry_run, now)
 
 

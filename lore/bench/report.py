@@ -241,6 +241,26 @@ def soak_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def capture_table(result: dict[str, Any]) -> Table:
+    hook = result.get("hook") or {}
+    table = Table(title=f"Session capture: the Stop hook on a {hook.get('transcript_lines', 0):,}-line transcript, "
+                        "and heuristic capture on the labelled transcripts", show_header=False)  # fmt: skip
+    on, off, bg = hook.get("hook_ms_capture_on") or {}, hook.get("hook_ms_capture_off") or {}, hook.get("background_capture_ms") or {}
+    table.add_row("hook stop, whole process, ms p50 (max)", f"capture on {_f(on.get('p50'), 0)} ({_f(on.get('max'), 0)}), "
+                  f"off {_f(off.get('p50'), 0)} ({_f(off.get('max'), 0)}); ratio {_f(hook.get('ratio_on_to_off'), 2)}")
+    table.add_row("background capture done after, ms p50", _f(bg.get("p50"), 0))
+    quality = result.get("quality")
+    if not quality:
+        table.add_row("labelled transcripts", "none found (tests/data/transcripts/labels.jsonl)")
+        return table
+    table.add_row("transcripts / expected / captured", f"{quality['transcripts']} / {quality['expected']} / {quality['captured']}")
+    table.add_row("precision / recall", f"{_f(quality['precision'], 3)} / {_f(quality['recall'], 3)}")
+    for kind, n in quality["per_kind"].items():
+        table.add_row(f"  {kind}", f"captured {n['captured']}, expected {n['expected']}, matched {n['matched']}")
+    table.add_row("secrets stored / added by a second run", f"{quality['secrets_stored']} / {quality['second_run_added']}")
+    return table  # fmt: skip
+
+
 def import_table(result: dict[str, Any]) -> Table:
     table = Table(title=f"lore import lore-export (generated export, chunks of {result['chunk']})")
     for column in ("records", "lines", "batched s", "records/s", "one write per item s", "records/s ", "speedup",
@@ -273,6 +293,8 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
         console.print(surfaces_table(results["surfaces"]))
     if results.get("soak"):
         console.print(soak_table(results["soak"]))
+    if results.get("capture"):
+        console.print(capture_table(results["capture"]))
     if results.get("import"):
         console.print(import_table(results["import"]))
     for extra in (stages_table(sizes), indexing_table(sizes), scale_table(results.get("scale") or {})):

@@ -158,6 +158,16 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 failed("surfaces", error)
             results["harness_seconds"]["surfaces"] = round(time.perf_counter() - t, 1)
             save()
+        if "capture" in settings.only:
+            from lore.bench import capture
+
+            t = time.perf_counter()
+            try:
+                results["capture"] = capture.measure(work / "capture", progress=progress)
+            except Exception as error:
+                failed("capture", error)
+            results["harness_seconds"]["capture"] = round(time.perf_counter() - t, 1)
+            save()
         if any(section in settings.only for section in ("latency", "indexing", "firstprompt")):
             per_size: dict[int, dict[str, Any]] = {}
             loaded = corpora.load_questions()

@@ -164,6 +164,7 @@ def _register() -> None:
         cmd_mcp,
         cmd_read,
         cmd_search,
+        cmd_sessions,
         cmd_sync,
         cmd_ui,
     )

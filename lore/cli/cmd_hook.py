@@ -54,18 +54,20 @@ def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-cod
     run_session_start_hook(["--agent", agent], locations=st.locations, project=st.project)
 
 
-def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> None:
+def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", capture: bool = False) -> None:
+    """The end-of-turn hooks: a handoff stub (LORE_HOOK_HANDOFF=on) and a background capture (capture on)."""
     from lore.hook import event_cwd, log_failure
 
     try:
         event = _read_event()
-        if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
+        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        st = state(ctx)
+        _capture(st, event, session_id, capture)
+        if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on" or event_name == "session-end":
             return
         from lore.project import detect_project
         from lore.session_context import record_handoff_stub
 
-        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-        st = state(ctx)
         record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name)
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
@@ -74,16 +76,44 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> No
             typer.echo("{}")  # Cursor expects a JSON object from every hook
 
 
+def _capture(st: object, event: dict, session_id: str | None, flag: bool) -> None:
+    """Hand the session's transcript to a detached `lore capture-session` when capture is on; never raises."""
+    from lore.hook import log_failure
+    from lore.sessions.background import capture_enabled, spawn_capture
+
+    path = event.get("transcript_path")
+    if not capture_enabled(flag) or not isinstance(path, str) or not path:
+        return
+    try:
+        spawn_capture(os.path.expanduser(path), session_id, data_dir=getattr(st, "data_dir", None),
+                      index_dir=getattr(st, "index_dir", None), project=getattr(st, "project", None))  # fmt: skip
+    except Exception as exc:
+        log_failure("capture-spawn", repr(exc))
+
+
+CAPTURE = typer.Option(False, "--capture", help="Capture candidates from the event's transcript in the background "
+                       "(also LORE_CAPTURE=on; LORE_CAPTURE=off turns it off).")  # fmt: skip
+
+
 @hook_app.command("pre-compact")
-def hook_pre_compact(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
-    """PreCompact (Gemini: PreCompress): record a handoff stub when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub(ctx, "pre-compact", _agent(agent))
+def hook_pre_compact(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP),
+                     capture: bool = CAPTURE) -> None:  # fmt: skip
+    """PreCompact (Gemini: PreCompress): handoff stub when LORE_HOOK_HANDOFF=on; capture when on (always exits 0)."""
+    _stub(ctx, "pre-compact", _agent(agent), capture)
 
 
 @hook_app.command("stop")
-def hook_stop(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
-    """Stop (Gemini: SessionEnd): record a handoff stub when LORE_HOOK_HANDOFF=on (always exits 0)."""
-    _stub(ctx, "stop", _agent(agent))
+def hook_stop(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP),
+              capture: bool = CAPTURE) -> None:  # fmt: skip
+    """Stop (Gemini: SessionEnd): handoff stub when LORE_HOOK_HANDOFF=on; capture when on (always exits 0)."""
+    _stub(ctx, "stop", _agent(agent), capture)
+
+
+@hook_app.command("session-end")
+def hook_session_end(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP),
+                     capture: bool = CAPTURE) -> None:  # fmt: skip
+    """SessionEnd: capture the rest of the session's transcript when capture is on (always exits 0)."""
+    _stub(ctx, "session-end", _agent(agent), capture)
 
 
 @hook_app.command("off")

@@ -59,6 +59,8 @@ def install_command(
     scope: ScopeChoice = typer.Option(ScopeChoice.user, "--scope", help=SCOPE_HELP),
     agent: AgentChoice = typer.Option(AgentChoice.claude_code, "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
+    capture: bool = typer.Option(False, "--capture", help="Claude Code: the Stop, PreCompact and SessionEnd hooks also "
+                                 "capture candidate records from the session transcript, in the background."),
 ) -> None:
     """Wire lore into an agent: its hooks (prompt, session start, compaction, stop) and, but for Claude Code, its MCP server.
 
@@ -67,7 +69,7 @@ def install_command(
     """
     from lore import agents
 
-    outcomes = agents.install(agent.value, scope=scope.value, dry_run=dry_run)
+    outcomes = agents.install(agent.value, scope=scope.value, dry_run=dry_run, capture=capture)
     if not outcomes:
         typer.echo("nothing to change.")
     for outcome in outcomes:

@@ -1,8 +1,9 @@
-"""Commands that move memory in and out: export, import lore-export|bash-lore|mcp-memory."""
+"""Commands that move memory in and out: export, import lore-export|bash-lore|mcp-memory|claude-code|claude-memory."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -91,3 +92,63 @@ def import_mcp_memory(
 ) -> None:
     """Import MCP memory entities (one observation each) and relations (typed edges)."""
     _merge(ctx, transfer.read_mcp_memory(file, project=state(ctx).project), dry_run, no_redact)
+
+
+@import_app.command("claude-code")
+def import_claude_code(
+    ctx: typer.Context,
+    project: str | None = typer.Option(None, "--project", help="Only this project's sessions (its name or directory)."),
+    since: str | None = typer.Option(None, "--since", help="Only transcripts written since this date (2026-01-31, 7d, ...)."),
+    dry_run: bool = DRY_RUN,
+) -> None:
+    """Backfill candidates from Claude Code's session transcripts (~/.claude/projects); idempotent, resumable."""
+    from datetime import UTC, datetime
+
+    from lore.sessions import claude_code
+    from lore.timeparse import parse_when
+
+    st = state(ctx)
+    paths = claude_code.transcripts(project, parse_when(since, datetime.now(UTC)) if since else None)
+    store = st.store("capture")
+    step, done = _progress(len(paths))
+    try:
+        summary = claude_code.import_transcripts(store, paths, project=st.project, dry_run=dry_run, step=step)
+    finally:
+        done()
+    for warning in summary.warnings:
+        typer.echo(f"Warning: {warning}", err=True)
+    for notice in summary.notices:
+        typer.echo(f"Note: {notice}", err=True)
+    if dry_run:
+        typer.echo("Dry run: nothing was written.")
+    for line in summary.lines():
+        typer.echo(line)
+    if summary.added and not dry_run:
+        typer.echo("Review them with `lore inbox`.")
+
+
+def _progress(total: int) -> tuple[Callable[[Path], None] | None, Callable[[], None]]:
+    """A progress bar on a terminal (stderr), nothing otherwise."""
+    if total < 2 or not sys.stderr.isatty():
+        return None, lambda: None
+    from rich.progress import Progress
+
+    bar = Progress(transient=True)
+    task = bar.add_task("transcripts", total=total)
+    bar.start()
+    return (lambda path: bar.advance(task)), bar.stop
+
+
+@import_app.command("claude-memory")
+def import_claude_memory(
+    ctx: typer.Context,
+    directory: Path | None = typer.Option(None, "--dir", help="The project directory (default: the git work tree here)."),
+    dry_run: bool = DRY_RUN,
+    no_redact: bool = NO_REDACT,
+) -> None:
+    """Import CLAUDE.md files (user, project, local, rules) and Claude Code's auto-memory notes, one observation per item."""
+    from lore.sessions import claude_code
+
+    st = state(ctx)
+    root = claude_code.project_root((directory or Path.cwd()).absolute())
+    _merge(ctx, claude_code.read_claude_memory(root, st.current_project(root)), dry_run, no_redact)

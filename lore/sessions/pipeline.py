@@ -1,0 +1,288 @@
+"""Capture one session: read what is new, propose candidates, scrub, de-duplicate, store with provenance.
+
+Every candidate is stored with ``status: candidate`` and ``CANDIDATE_CONFIDENCE`` (a kind
+named in ``LORE_AUTO_ACCEPT`` is stored active at its normal confidence instead),
+through the same write path as ``lore remember`` (secret scrubber, duplicate and
+contradiction check, audit), and carries ``provenance``: the session id, the
+transcript path, the line range ``[first, last]``, the method and a content hash.
+The hash (session id, kind and scrubbed text) makes capture idempotent even when
+the per-session state is lost: re-reading a transcript adds nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lore.capture import Scrubber, WriteOptions, store_record
+from lore.errors import DuplicateError, LoreError, NotFoundError, UsageError
+from lore.sessions import heuristics, state
+from lore.sessions.heuristics import Candidate, Touched
+from lore.sessions.transcript import Chunk, read_new
+from lore.store import Record, Store
+from lore.store.records import format_time, parse_time
+
+CANDIDATE_CONFIDENCE = 0.4
+METHODS = ("heuristic", "llm")
+MAX_PENDING = 200
+
+
+@dataclass
+class CaptureReport:
+    """What one capture read and did (or, with ``dry_run``, would do)."""
+
+    session_id: str
+    transcript: str
+    method: str
+    dry_run: bool = False
+    lines: tuple[int, int] | None = None  # the lines read this time, None when nothing was new
+    added: list[Record] = field(default_factory=list)
+    updated: list[Record] = field(default_factory=list)
+    proposed: list[dict[str, Any]] = field(default_factory=list)  # dry run: the records that would be stored
+    skipped: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    redactions: list[str] = field(default_factory=list)
+    llm_tokens: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id, "transcript": self.transcript, "method": self.method,
+            "dry_run": self.dry_run, "lines": list(self.lines) if self.lines else None,
+            "added": [{"id": r.id, "kind": r.kind, "title": r.title} for r in self.added],
+            "updated": [{"id": r.id, "kind": r.kind, "title": r.title} for r in self.updated],
+            "proposed": self.proposed, "skipped": dict(self.skipped), "warnings": self.warnings,
+            "notices": self.notices, "redactions": sorted(set(self.redactions)), "llm_tokens": self.llm_tokens,
+        }  # fmt: skip
+
+
+def capture_method(method: str | None = None) -> str:
+    """``method``, else ``LORE_CAPTURE_METHOD``, else ``heuristic``; ``llm`` needs ``LORE_LLM_CMD``."""
+    chosen = (method or os.environ.get("LORE_CAPTURE_METHOD") or "heuristic").strip().lower()
+    if chosen not in METHODS:
+        raise UsageError(f"unknown capture method {chosen!r}", hint="methods: heuristic, llm")
+    if chosen == "llm" and not os.environ.get("LORE_LLM_CMD"):
+        raise UsageError("--method llm needs LORE_LLM_CMD (the command that runs your model)")
+    return chosen
+
+
+def candidate_hash(session_id: str, kind: str, text: str) -> str:
+    normal = " ".join(text.lower().split())
+    return hashlib.sha256(f"{session_id}\0{kind}\0{normal}".encode()).hexdigest()[:24]
+
+
+def rejected_before(store: Store, kind: str, raw: dict[str, Any]) -> bool:
+    """Whether the inbox rejected a record with this text before (it is never proposed again)."""
+    from lore.curate.inbox import candidate_text
+    from lore.curate.inbox import rejected_before as rejected
+
+    return rejected(store, kind, candidate_text(kind, raw))
+
+
+def capture_session(store: Store, path: str | Path, *, project: str | None = None, session_id: str | None = None,
+                    method: str | None = None, dry_run: bool = False, distill: bool = True) -> CaptureReport:  # fmt: skip
+    """Capture what is new in the transcript at ``path`` (see the module docstring)."""
+    transcript = Path(path).expanduser().absolute()
+    if not transcript.is_file():
+        raise NotFoundError(f"transcript {transcript} does not exist" if not transcript.exists() else f"{transcript} is not a file")
+    chosen = capture_method(method)
+    key = session_id or transcript.stem
+    report = CaptureReport(session_id=key, transcript=str(transcript), method=chosen, dry_run=dry_run)
+    if not dry_run:
+        store.prepare_write()
+    base = state.root(store.data_dir)
+    with state.locked(base) if not dry_run else contextlib.nullcontext():
+        saved = state.load(base, key)
+        if saved.get("transcript") not in (None, str(transcript)):
+            saved = {}  # the same session id in another file: read it on its own
+        chunk = read_new(transcript, start_line=_int(saved.get("line")), start_offset=_int(saved.get("offset")),
+                         pending=saved.get("pending") if isinstance(saved.get("pending"), dict) else None,
+                         session_id=key)  # fmt: skip
+        report.warnings.extend(chunk.warnings)
+        if chunk.empty:
+            return report
+        report.lines = (chunk.first_line, chunk.last_line)
+        from lore.project import detect_project
+
+        project = project or saved.get("project") or detect_project(chunk.cwd)
+        candidates = heuristics.failures([c for c in chunk.calls if c.result is not None], chunk.cwd or saved.get("cwd"))
+        if chosen == "llm":
+            from lore.sessions import llm_extract
+
+            found, used, logs = llm_extract.extract(chunk, spent=_int(saved.get("llm_tokens")))
+            candidates += found
+            report.llm_tokens = used
+            report.warnings.extend(logs)
+        else:
+            candidates += heuristics.statements(chunk.utterances)
+        writer = _Writer(store, report, key, transcript, project, dry_run)
+        for candidate in candidates:
+            writer.write(candidate, chunk)
+        touched = Touched.from_state(saved.get("touched"))
+        observation_id = saved.get("observation_id") if isinstance(saved.get("observation_id"), str) else None
+        if touched.add([c for c in chunk.calls if c.result is not None], chunk.cwd or saved.get("cwd")) and touched.worth_keeping:
+            observation_id = writer.observation(touched, observation_id, chunk)
+        if not dry_run:
+            state.save(base, key, {
+                "session_id": key, "transcript": str(transcript), "line": chunk.last_line, "offset": chunk.end_offset,
+                "pending": dict(list({c.id: c.to_state() for c in chunk.calls if c.result is None}.items())[-MAX_PENDING:]),
+                "touched": touched.to_state(), "observation_id": observation_id, "project": project,
+                "cwd": chunk.cwd or saved.get("cwd"), "llm_tokens": _int(saved.get("llm_tokens")) + report.llm_tokens,
+                "updated_at": store.now_iso(),
+            })  # fmt: skip
+    if distill and not dry_run and any(r.kind == "failure" for r in report.added):
+        report.notices.extend(_distill(store))
+    return report
+
+
+def _distill(store: Store) -> list[str]:
+    """THE ONE CALL SITE of the lesson distillation cycle after a capture (repeated failures -> lesson candidates)."""
+    try:
+        from lore.curate.distill import distill_failures
+    except ImportError:  # the distillation cycle is not part of this build
+        return []
+    try:
+        lessons = distill_failures(store)
+    except LoreError as error:
+        return [f"distillation skipped: {error.message}"]
+    return [f"distilled lesson candidate {r.id}: {r.title}" for r in lessons]
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+class _Writer:
+    """Turns candidates into stored records, skipping what was captured or rejected before."""
+
+    def __init__(self, store: Store, report: CaptureReport, session_id: str, transcript: Path, project: str,
+                 dry_run: bool) -> None:  # fmt: skip
+        self.store, self.report, self.session_id = store, report, session_id
+        self.transcript, self.project, self.dry_run = transcript, project, dry_run
+        snapshot = store.load() if store.exists() else None
+        self.hashes: set[str] = set()
+        self.snapshot = snapshot
+        for record in snapshot.records.values() if snapshot else ():
+            provenance = record.raw.get("provenance")
+            if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
+                self.hashes.add(provenance["hash"])
+
+    def _provenance(self, candidate: Candidate, digest: str) -> dict[str, Any]:
+        return {"session_id": self.session_id, "transcript": str(self.transcript), "lines": list(candidate.lines),
+                "method": candidate.method, "hash": digest}  # fmt: skip
+
+    def _time(self, chunk: Chunk, line: int) -> str:
+        moment = parse_time(chunk.time_at(line))
+        return format_time(moment) if moment else self.store.now_iso()
+
+    def write(self, candidate: Candidate, chunk: Chunk) -> None:
+        report = self.report
+        scrub = Scrubber(True)
+        fields = {k: scrub(v) if isinstance(v, str) else v for k, v in candidate.fields.items()}
+        text = scrub(candidate.text)
+        digest = candidate_hash(self.session_id, candidate.kind, text)
+        if digest in self.hashes:
+            report.skipped["already captured"] += 1
+            return
+        try:
+            raw = self._raw(candidate.kind, fields, self._time(chunk, candidate.lines[0]))
+        except LoreError as error:
+            report.skipped["invalid"] += 1
+            report.warnings.append(f"{self.transcript}:{candidate.lines[0]}: {candidate.kind} skipped: {error.message}")
+            return
+        if self.store.exists() and rejected_before(self.store, candidate.kind, raw):
+            report.skipped["rejected before"] += 1
+            return
+        raw["provenance"] = self._provenance(candidate, digest)
+        self.hashes.add(digest)
+        check = candidate.kind in ("decision", "lesson", "pattern")
+        try:
+            if self.dry_run:
+                if check and self.store.exists():
+                    from lore.curate.dedup import check_before_write
+
+                    check_before_write(self.store, candidate.kind, raw, force=False, merge=False)
+                report.proposed.append({"kind": candidate.kind, **raw})
+                report.redactions.extend(scrub.kinds)
+                return
+            result = store_record(self.store, candidate.kind, raw, scrub, WriteOptions(check_duplicates=check), op="capture")
+        except DuplicateError as error:
+            report.skipped["duplicate"] += 1
+            report.notices.append(f"{candidate.kind} not stored: it duplicates {error.existing_id}")
+            return
+        report.added.append(result.record)
+        report.redactions.extend(result.redactions)
+        report.notices.extend(n.replace("{new_id}", result.record.id) for n in result.notices)
+
+    def _raw(self, kind: str, f: dict[str, Any], when: str) -> dict[str, Any]:
+        from lore.curate.inbox import NORMAL_CONFIDENCE, capture_status
+        from lore.store.validate import check_text
+
+        status = capture_status(kind)  # LORE_AUTO_ACCEPT: that kind is stored active at its normal confidence
+        confidence = CANDIDATE_CONFIDENCE if status == "candidate" else NORMAL_CONFIDENCE[kind]
+        base: dict[str, Any] = {"status": status, "session_id": self.session_id, "project": self.project}
+        if kind == "failure":
+            raw = {"timestamp": when, "error_type": check_text("error type", f["error_type"], max_bytes=200),
+                   "error_message": check_text("error message", f["error_message"]), "tool": f.get("tool") or "",
+                   "command": f.get("command") or "", **({"fix": f["fix"]} if f.get("fix") else {})}  # fmt: skip
+        elif kind == "decision":
+            raw = {"timestamp": when, "decision": check_text("decision", f["decision"]),
+                   "rationale": check_text("rationale", f.get("rationale"), required=False),
+                   "alternatives": [str(a) for a in f.get("alternatives") or []], "outcome": "pending",
+                   "superseded_by": None, "retracted_reason": None, "status_changed_at": None,
+                   "tags": ["captured"], "importance": 3, "type": "other", "entities": [], "lesson_learned": None,
+                   "related_decisions": [], "git_commit": None, "valid_at": None, "spec_quality": 0.5}  # fmt: skip
+        elif kind == "lesson":
+            from lore.curate.lessons import lesson_pattern_id, short_name
+
+            rule = check_text("rule", f["rule"])
+            situation = check_text("situation", f.get("situation") or "stated in a session")
+            error_pattern = check_text("error pattern", f.get("error_pattern") or rule)
+            fix = f.get("fix") or ""
+            raw = {"kind": "lesson", "name": short_name(rule), "context": situation, "problem": error_pattern,
+                   "solution": fix, "category": "lesson", "situation": situation, "error_pattern": error_pattern,
+                   "oversight": f.get("oversight") or "", "fix": fix, "rule": rule, "severity": f.get("severity") or "medium",
+                   "scope": self.project, "rule_confidence": confidence,
+                   "lesson_pattern_id": lesson_pattern_id(error_pattern, self.project), "validations": 0,
+                   "created_at": when, "tags": ["lesson_learned", "captured"]}  # fmt: skip
+        elif kind == "pattern":
+            raw = {"name": check_text("name", f["name"], max_bytes=2000), "context": f.get("context") or "",
+                   "problem": f.get("problem") or "", "solution": f.get("solution") or "", "category": "general",
+                   "origin": "capture", "validations": 0, "created_at": when, "examples": [], "tags": ["captured"]}  # fmt: skip
+        elif kind == "observation":
+            raw = {"timestamp": when, "content": check_text("observation", f["content"]), "tags": ["captured", "session"]}
+        else:  # pragma: no cover - candidates are built by lore
+            raise UsageError(f"cannot capture a {kind}")
+        if kind != "lesson":
+            raw["confidence"] = confidence
+        return {**raw, **base}
+
+    def observation(self, touched: Touched, record_id: str | None, chunk: Chunk) -> str | None:
+        """The session's one observation: updated in place while it is still a candidate, else a new one."""
+        scrub = Scrubber(True)
+        text = scrub(touched.text(self.session_id, self.project))
+        candidate = Candidate("observation", {"content": text}, text, (touched.first_line, touched.last_line))
+        digest = candidate_hash(self.session_id, "observation", text)
+        if digest in self.hashes:
+            self.report.skipped["already captured"] += 1
+            return record_id
+        current = self.snapshot.records.get(record_id) if self.snapshot and record_id else None
+        if current is not None and current.raw.get("status") == "candidate" and not self.dry_run:
+            provenance = self._provenance(candidate, digest)
+
+            def mutate(raw: dict[str, Any]) -> None:
+                raw["content"] = text
+                raw["provenance"] = provenance
+
+            self.report.updated.append(self.store.update(current.id, mutate, op="capture", detail={"session": self.session_id}))
+            self.report.redactions.extend(scrub.kinds)
+            self.hashes.add(digest)
+            return current.id
+        before = len(self.report.added)
+        self.write(candidate, chunk)
+        return self.report.added[-1].id if len(self.report.added) > before else record_id
