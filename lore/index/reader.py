@@ -1,0 +1,174 @@
+"""Read one generation of the index: each part loaded on first use, every file checked by ``load``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lore.errors import IndexUnavailableError
+from lore.index import bm25, lexical
+from lore.index import graph as graph_index
+from lore.index.layout import DAMAGED, GenerationMeta, still_live
+from lore.index.table import IndexFileError, Table, describe
+from lore.store.fileio import atomic_write
+
+T = TypeVar("T")
+
+
+class IndexDamagedError(IndexUnavailableError):
+    """A file of the live generation cannot be read; ``file`` names it, ``reason`` says why."""
+
+    def __init__(self, file: str, reason: str, *, replaced: bool = False) -> None:
+        self.file = file
+        self.reason = reason
+        # The generation was replaced or refreshed while it was read: not damage, just run again.
+        self.replaced = replaced
+        if replaced:
+            super().__init__(f"the index changed while it was being read ({file}: {reason})",
+                             hint="another lore process rebuilt it; run the command again")  # fmt: skip
+        else:
+            super().__init__(f"index unreadable ({file}: {reason})",
+                             hint="the next search rebuilds it, or run `lore index`")  # fmt: skip
+
+
+
+class IndexReader:
+    """One generation's parts, each loaded on first use (``load`` opens them up front and checks every file).
+
+    A part that cannot be read raises ``IndexDamagedError`` naming its file. Found by
+    ``load`` (``IndexManager.open`` calls it), the generation is simply rebuilt; found
+    later, mid-query (Whoosh, opened only for quoted phrases, or a docs line), the
+    generation is also marked ``DAMAGED`` so that the next open rebuilds it, and
+    ``meta.damaged`` makes ``staleness`` tell a warm session to reopen.
+    """
+
+    def __init__(self, directory: Path, meta: GenerationMeta) -> None:
+        self.directory = directory
+        self.meta = meta
+        self._table: Table | None = None
+        self._lexical: lexical.LexicalSearcher | None = None
+        self._bm25: bm25.Bm25Index | None = None
+        self._vectors: Any = None
+        self._adjacency: graph_index.Adjacency | None = None
+        self._active: list[bool] | None = None
+        self._checking = False
+
+    def load(self, *, deep: bool = False) -> None:
+        """Open what every search reads and check every file; Whoosh is opened only if ``deep``.
+
+        Costs a few stats, the docs file's first and last line and the head of Whoosh's
+        table of contents beyond what a search loads anyway (no whoosh import unless ``deep``).
+        """
+        self._checking = True
+        try:
+            for name, size in self.meta.sizes.items():
+                try:
+                    actual = (self.directory / str(name)).stat().st_size
+                except OSError as exc:
+                    raise self._damaged(str(name), exc) from exc
+                if actual != size:
+                    raise self._damaged(str(name), IndexFileError(str(name), f"{actual} bytes, {size} expected"))
+            table = self.table
+            self._load(self.meta.files["docs"], table.check_docs)
+            _ = self.bm25, self.adjacency
+            if self.has_vectors:
+                _ = self.vectors
+            self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
+        finally:
+            self._checking = False
+
+    def _load(self, file: str, loader: Callable[[], T]) -> T:
+        try:
+            return loader()
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise self._damaged(file, exc) from exc
+
+    def _damaged(self, file: str, exc: Exception) -> IndexDamagedError:
+        if isinstance(exc, IndexDamagedError):
+            return exc
+        if isinstance(exc, IndexFileError):
+            file = exc.name
+        if not still_live(self.directory, self.meta):
+            return IndexDamagedError(file, describe(exc), replaced=True)
+        error = IndexDamagedError(file, describe(exc))
+        if not self._checking:  # mid-query: leave a note for the next open (``load``'s caller rebuilds now)
+            self.meta = self.meta.with_damage(error.message)
+            with contextlib.suppress(OSError):
+                atomic_write(self.directory / DAMAGED, error.message.encode())
+        return error
+
+    @property
+    def has_vectors(self) -> bool:
+        return self.meta.embeddings and "vectors" in self.meta.files
+
+    @property
+    def table(self) -> Table:
+        if self._table is None:
+            files = self.meta.files
+            self._table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
+                                                                         self.directory / files["docs"]))  # fmt: skip
+            self._table.on_damage = self._damaged
+        return self._table
+
+    @property
+    def lexical(self) -> lexical.LexicalSearcher:
+        if self._lexical is None:
+            self._lexical = self._load("lexical", lambda: lexical.LexicalSearcher(self.directory / "lexical"))
+        return self._lexical
+
+    @property
+    def bm25(self) -> bm25.Bm25Index:
+        if self._bm25 is None:
+            rows = len(self.table)
+            self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta.files, rows))
+        return self._bm25
+
+    @property
+    def vectors(self) -> Any:
+        if self._vectors is None:
+            import numpy as np
+
+            from lore.index import vectors
+
+            rows = len(self.table)
+            name = self.meta.files["vectors"]
+            stored = self._load(name, lambda: vectors.load_file(self.directory / name, rows))
+            # Indexes are float32 on disk (memory-mapped as is); convert anything else once.
+            self._vectors = stored if stored.dtype == np.float32 else np.asarray(stored, dtype=np.float32)
+        return self._vectors
+
+    @property
+    def active_rows(self) -> list[bool]:
+        """Which rows are active (the default filter), computed once per reader."""
+        if self._active is None:
+            self._active = [status == "active" for status in self.table.statuses]
+        return self._active
+
+    @property
+    def adjacency(self) -> graph_index.Adjacency:
+        if self._adjacency is None:
+            name = self.meta.files["graph"]
+            self._adjacency = self._load(name, lambda: graph_index.Adjacency.load_file(self.directory / name))
+        return self._adjacency
+
+    def close(self) -> None:
+        """Release what the reader holds open: Whoosh's files and the memory maps of the arrays.
+
+        A memory-mapped array keeps a file descriptor until the array is freed, and the
+        table refers back to the reader (``on_damage``), so a dropped reader waited for
+        the cyclic garbage collector: the warm helper, which swaps in a fresh reader
+        after every write, kept six descriptors (and the replaced files' pages) per
+        refresh. Dropping the references here frees them at once; a part used again
+        after ``close`` is simply loaded again.
+        """
+        if self._lexical is not None:
+            self._lexical.close()
+            self._lexical = None
+        if self._table is not None:
+            self._table.on_damage = None
+        self._table = self._bm25 = self._vectors = self._adjacency = None
+        self._active = None
