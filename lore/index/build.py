@@ -57,6 +57,7 @@ class BuildReport:
     seconds: float = 0.0
     embeddings: bool = True
     warnings: list[str] = field(default_factory=list)
+    delta: bool = False  # an incremental refresh that only wrote a delta segment (``lore.index.delta``)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -145,8 +146,9 @@ class Builder:
             docs.append(doc_of(record))
         names = file_names(revision)
         table.save(directory / names["table"], directory / names["docs"], docs)
-        graph = graph_index.build(snapshot.records, graph_index.explicit_edges(snapshot.edges))
-        graph_index.save_as(directory / names["graph"], graph)
+        explicit = graph_index.explicit_edges(snapshot.edges)
+        graph = graph_index.build(snapshot.records, explicit)
+        graph_index.save_as(directory / names["graph"], graph, graph_index.dangling_ids(snapshot.records, explicit))
         timings["table_graph"] = time.perf_counter() - t2
 
         worker.join()
@@ -182,6 +184,8 @@ class Builder:
             old_vectors = vectors.load_file(directory / files["vectors"], len(old)) if "vectors" in files else None
             old_forward = bm25.load_forward(directory, files)
             old_graph = graph_index.Adjacency.load_file(directory / files["graph"])
+            old_dangling = graph_index.load_dangling(directory / files["graph"])
+            delta_ids = Table.load(directory / files["delta_table"], directory / files["delta_docs"]).ids if "delta_table" in files else []
         except (OSError, ValueError, KeyError, TypeError):
             return None  # unreadable: the caller rebuilds
         snapshot = self.store.load()
@@ -190,7 +194,9 @@ class Builder:
         hashes = [record_hash(r) for r in records]
         changed = [r for r, h in zip(records, hashes, strict=True) if old_rows.get(r.id) is None or old.hashes[old_rows[r.id]] != h]
         current_ids = {r.id for r in records}
-        deleted = [rid for rid in old.ids if rid not in current_ids]
+        # Records a delta segment added are in Whoosh too (delta rows are re-derived as changed ones).
+        indexed_ids = dict.fromkeys([*old.ids, *delta_ids])
+        deleted = [rid for rid in indexed_ids if rid not in current_ids]
         if len(changed) + len(deleted) > max(50, INCREMENTAL_LIMIT * max(len(records), 1)):
             return None
         revision = meta.revision + 1
@@ -229,10 +235,11 @@ class Builder:
                 docs.append(old_doc_lines[old_rows[record.id]])  # copied as bytes, not re-parsed
         table.save(directory / names["table"], directory / names["docs"], docs)
         explicit = graph_index.explicit_edges(snapshot.edges)
-        if graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
+        dangling = graph_index.dangling_ids(snapshot.records, explicit)
+        if old_dangling == set(dangling) and graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
             names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file, skip NetworkX
         else:
-            graph_index.save_as(directory / names["graph"], graph_index.build(snapshot.records, explicit))
+            graph_index.save_as(directory / names["graph"], graph_index.build(snapshot.records, explicit), dangling)
         if new_matrix is not None:
             vectors.save_as(directory / names["vectors"], new_matrix)
         else:
@@ -249,7 +256,7 @@ class Builder:
                              built=False, previous=meta, model_error=meta.model_error)  # fmt: skip
         atomic_write(directory / META, new_meta.to_json())
         self.collect_old_revisions(directory, keep={*names.values(), *files.values()})
-        added = sum(1 for r in changed if r.id not in old_rows)
+        added = sum(1 for r in changed if r.id not in indexed_ids)
         return BuildReport("incremental", len(records), added=added, updated=len(changed) - added, deleted=len(deleted),
                            embeddings=new_matrix is not None, warnings=[warning] if warning else [])  # fmt: skip
 

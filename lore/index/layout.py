@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10  # 10: BM25 impacts computed per query (base + delta segments)
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"

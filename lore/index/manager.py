@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lore.errors import IndexUnavailableError, LockTimeoutError
-from lore.index import lexical
+from lore.index import delta, lexical
 from lore.index.build import Builder, BuildReport, Progress, no_progress
 from lore.index.freshness import MODEL_CHANGED, needs_full_build, source_manifest
 from lore.index.freshness import staleness as _staleness
@@ -167,6 +167,12 @@ class IndexManager:
                     return BuildReport("up-to-date", meta.records, seconds=time.perf_counter() - started,
                                        embeddings=meta.embeddings)  # fmt: skip
                 elif not full:
+                    appended = delta.append(self.data_dir, directory, meta)
+                    if appended is not None:
+                        delta.commit(directory, appended[0])
+                        appended[1].embeddings = appended[0].embeddings
+                        appended[1].seconds = time.perf_counter() - started
+                        return appended[1]
                     report = self.builder.incremental(directory, meta, progress)
                     if report is not None:
                         report.seconds = time.perf_counter() - started

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from lore.errors import IndexUnavailableError
 from lore.index import bm25, lexical
 from lore.index import graph as graph_index
+from lore.index.bm25 import Delta
 from lore.index.layout import DAMAGED, GenerationMeta, still_live
 from lore.index.table import IndexFileError, Table, describe
 from lore.store.fileio import atomic_write
@@ -53,6 +54,7 @@ class IndexReader:
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
         self._active: list[bool] | None = None
+        self._dead: list[int] | None = None
         self._checking = False
 
     def load(self, *, deep: bool = False) -> None:
@@ -71,7 +73,9 @@ class IndexReader:
                 if actual != size:
                     raise self._damaged(str(name), IndexFileError(str(name), f"{actual} bytes, {size} expected"))
             table = self.table
-            self._load(self.meta.files["docs"], table.check_docs)
+            base_docs = self.directory / self.meta.files["docs"]
+            self._load(self.meta.files["docs"], lambda: Table.load(self.directory / self.meta.files["table"], base_docs).check_docs()
+                       if self.has_delta else table.check_docs())  # fmt: skip
             _ = self.bm25, self.adjacency
             if self.has_vectors:
                 _ = self.vectors
@@ -106,11 +110,37 @@ class IndexReader:
         return self.meta.embeddings and "vectors" in self.meta.files
 
     @property
+    def has_delta(self) -> bool:
+        return "delta_table" in self.meta.files
+
+    @property
+    def dead_rows(self) -> list[int]:
+        """Base rows a delta segment retires (a newer version of the record is in the delta)."""
+        if self._dead is None:
+            self._dead = []
+            if self.has_delta:
+                from lore.index.delta import read_dead
+
+                name = self.meta.files["delta_dead"]
+                self._dead = self._load(name, lambda: read_dead(self.directory / name))
+        return self._dead
+
+    @property
     def table(self) -> Table:
         if self._table is None:
             files = self.meta.files
-            self._table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
-                                                                         self.directory / files["docs"]))  # fmt: skip
+            table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
+                                                                  self.directory / files["docs"]))  # fmt: skip
+            if self.has_delta:
+                delta = self._load(files["delta_table"], lambda: Table.load(self.directory / files["delta_table"],
+                                                                            self.directory / files["delta_docs"]))  # fmt: skip
+                if self._checking:
+                    self._load(files["delta_docs"], delta.check_docs)
+                dead = self.dead_rows
+                if any(not 0 <= row < len(table) for row in dead):
+                    raise self._damaged(files["delta_dead"], IndexFileError(files["delta_dead"], "row out of range"))
+                table = Table.merged(table, dead, delta)
+            self._table = table
             self._table.on_damage = self._damaged
         return self._table
 
@@ -124,8 +154,16 @@ class IndexReader:
     def bm25(self) -> bm25.Bm25Index:
         if self._bm25 is None:
             rows = len(self.table)
-            self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta.files, rows))
+            self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta.files, rows, self._bm25_delta()))
         return self._bm25
+
+    def _bm25_delta(self) -> Delta | None:
+        if not self.has_delta:
+            return None
+        files = self.meta.files
+        forward = self._load(files["delta_bm25_forward"], lambda: bm25.read_forward(
+            self.directory / files["delta_bm25_vocab"], self.directory / files["delta_bm25_forward"]))  # fmt: skip
+        return bm25.Delta.of(forward, self.dead_rows)
 
     @property
     def vectors(self) -> Any:
@@ -136,6 +174,18 @@ class IndexReader:
 
             rows = len(self.table)
             name = self.meta.files["vectors"]
+            if self.has_delta:
+                delta_name = self.meta.files.get("delta_vectors", "delta_vectors")
+                delta = self._load(delta_name, lambda: vectors.load_file(self.directory / delta_name))
+                base_rows = rows - len(delta) + len(self.dead_rows)
+                stored = self._load(name, lambda: vectors.load_file(self.directory / name, base_rows))
+                keep = None
+                if self.dead_rows:
+                    live = np.ones(base_rows, dtype=bool)
+                    live[np.asarray(self.dead_rows, dtype=np.int64)] = False
+                    keep = np.flatnonzero(live)
+                self._vectors = vectors.StackedMatrix(stored, keep, delta)
+                return self._vectors
             stored = self._load(name, lambda: vectors.load_file(self.directory / name, rows))
             # Indexes are float32 on disk (memory-mapped as is); convert anything else once.
             self._vectors = stored if stored.dtype == np.float32 else np.asarray(stored, dtype=np.float32)
@@ -171,4 +221,4 @@ class IndexReader:
         if self._table is not None:
             self._table.on_damage = None
         self._table = self._bm25 = self._vectors = self._adjacency = None
-        self._active = None
+        self._active = self._dead = None
