@@ -64,11 +64,14 @@ class BuildReport:
 
 def embed_texts(texts: list[str], progress: Progress = no_progress) -> tuple[np.ndarray | None, str | None, str | None]:
     """(vectors, model identity, model error) — a broken model leaves lexical search working."""
-    from lore.index.embedder import get_embedder, model_identity, model_spec
+    from lore.index.embedder import get_query_encoder, model_identity, model_spec
 
     spec = model_spec()
     try:
-        embedder = get_embedder(spec)
+        # The encoder the queries and the delta segment use (model2vec's own sums the float16
+        # embeddings in float16: up to 9e-5 apart): every vector of the index comes from one
+        # function, so a base plus a delta holds exactly the vectors a rebuild would.
+        embedder = get_query_encoder(spec)
     except ModelError as error:
         return None, None, error.message
     chunks = []
