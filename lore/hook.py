@@ -249,7 +249,7 @@ VECTOR_SECONDS_PER_RECORD = 0.5e-6
 FINISH_S = 0.04
 
 
-def vector_cost_estimate(meta: dict[str, Any]) -> float:
+def vector_cost_estimate(meta: Any) -> float:  # the GenerationMeta of lore.index.layout
     """Seconds the vector channels and the rest of a cold search still need once BM25 is done.
 
     The hook starts them only if they fit before its hard deadline; otherwise it

@@ -285,9 +285,12 @@ def test_a_reader_whose_generation_was_replaced_does_not_mark_the_new_one(built:
     assert mgr.read_meta() is not None and mgr.status().stale is False
 
 
-def test_a_reader_whose_revision_was_refreshed_away_does_not_mark_the_index(built: Path, cli) -> None:
+def test_a_reader_whose_revision_was_refreshed_away_does_not_mark_the_index(built: Path, cli, monkeypatch) -> None:
     from lore.index.manager import IndexDamagedError, IndexReader
 
+    # Appends would only add a delta segment beside revision 1's files: fold every refresh into the base.
+    monkeypatch.setattr("lore.index.delta.DELTA_MIN_LIMIT", 0)
+    monkeypatch.setattr("lore.index.delta.DELTA_SHARE_LIMIT", 0.0)
     mgr = IndexManager(Locations.resolve(built))
     found = mgr.read_meta()
     assert found is not None

@@ -59,6 +59,7 @@ def scale_curve(per_size: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "full build": ("ms", lambda s: s.get("indexing", {}).get("full", {}).get("seconds_p50", 0) * 1000),
         "bare Whoosh writer": ("ms", lambda s: s.get("indexing", {}).get("bare_whoosh", {}).get("seconds_p50", 0) * 1000),
         "incremental refresh": ("ms", lambda s: s.get("indexing", {}).get("incremental", {}).get("seconds_p50", 0) * 1000),
+        "refresh beyond no-op": ("ms", lambda s: s.get("indexing", {}).get("incremental", {}).get("beyond_noop_seconds_p50", 0) * 1000),
         "index size": ("bytes", lambda s: s.get("indexing", {}).get("full", {}).get("index_bytes")),
         "lore search p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore search --json", {}).get("p50")),
         "hook cold p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore hook prompt (cold)", {}).get("p50")),

@@ -83,7 +83,7 @@ def index_status(
 
     st = state(ctx)
     status = IndexManager(st.locations, st.store()).status()
-    meta = status.meta or {}
+    meta: Any = status.meta or {}
     payload = {
         "index_dir": str(status.index_dir),
         "exists": status.exists,

@@ -19,7 +19,7 @@ def main(argv: list[str]) -> int:
     import numpy as np
 
     from lore.index import bm25
-    from lore.index.manager import IndexManager
+    from lore.index.build import embed_texts
 
     workdir = Path(argv[0])
     fields = [tuple(orjson.loads(line)) for line in (workdir / "fields.jsonl").read_bytes().splitlines()]
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     bm25.write_forward(forward, workdir / "vocab.json", workdir / "forward.npz")
 
     texts = [orjson.loads(line) for line in (workdir / "texts.jsonl").read_bytes().splitlines()]
-    matrix, identity, warning = IndexManager._embed_texts(texts)
+    matrix, identity, warning = embed_texts(texts)
     if matrix is not None:
         np.save(workdir / "vectors.npy", np.asarray(matrix, dtype=np.float32))
     (workdir / "embedding.json").write_bytes(

@@ -83,12 +83,29 @@ def same_edges(edges: Iterable[GraphEdge], saved: Adjacency) -> bool:
     return ours == theirs
 
 
-def save_as(path: Path, graph: Any) -> None:
+def dangling_ids(records: dict[str, Record], explicit: Iterable[GraphEdge]) -> list[str]:
+    """Ids that an edge names but no record holds: adding one of them would create edges.
+
+    Saved beside the edges so that a refresh appending records can tell, without the
+    whole store, that the graph stays as it is (``lore.index.build``).
+    """
+    named = {end for edge in [*explicit, *implicit_edges(records.values())] for end in (edge.source, edge.target)}
+    return sorted(named - records.keys())
+
+
+def save_as(path: Path, graph: Any, dangling: Iterable[str] = ()) -> None:
     edges = [
         [source, target, data["relation"], data["weight"], data["implicit"]]
         for source, target, data in graph.edges(data=True)
     ]
-    path.write_bytes(orjson.dumps({"edges": edges}))
+    path.write_bytes(orjson.dumps({"edges": edges, "dangling": list(dangling)}))
+
+
+def load_dangling(path: Path) -> set[str] | None:
+    """The dangling ids saved with a graph, or None if it has none recorded."""
+    data = orjson.loads(path.read_bytes())
+    found = data.get("dangling") if isinstance(data, dict) else None
+    return set(map(str, found)) if isinstance(found, list) else None
 
 
 class Adjacency:

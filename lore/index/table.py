@@ -123,6 +123,9 @@ class Table:
     hashes: list[str] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
     docs_path: Path | None = None
+    # A merged view (base then delta segment): rows from ``delta_start`` on read their docs here.
+    delta_docs_path: Path | None = None
+    delta_start: int = -1
     _row: dict[str, int] | None = None
     _docs_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Set by the index reader: turns a docs line that cannot be read into its own error.
@@ -165,8 +168,9 @@ class Table:
         if cached is not None:
             return cached
         assert self.docs_path is not None
+        path = self.delta_docs_path if self.delta_docs_path is not None and row >= self.delta_start else self.docs_path
         try:
-            with self.docs_path.open("rb") as handle:
+            with path.open("rb") as handle:
                 handle.seek(self.offsets[row])
                 value = orjson.loads(handle.readline())
             if not isinstance(value, dict):
@@ -174,7 +178,7 @@ class Table:
         except (OSError, ValueError) as exc:
             if self.on_damage is None:
                 raise
-            raise self.on_damage(self.docs_path.name, exc) from exc
+            raise self.on_damage(path.name, exc) from exc
         self._docs_cache[row] = value
         return value
 
@@ -226,6 +230,21 @@ class Table:
         table.docs_path = docs_path
         if len({len(getattr(table, name)) for name in COLUMNS}) != 1:
             raise ValueError(f"{table_path.name}: columns of different lengths")
+        return table
+
+    @classmethod
+    def merged(cls, base: Table, dead: Sequence[int], delta: Table) -> Table:
+        """The live rows of ``base`` (all but ``dead``), then the rows of ``delta``: what a search reads."""
+        retired = set(dead)
+        if retired:
+            keep = [row for row in range(len(base)) if row not in retired]
+            columns = {name: [getattr(base, name)[row] for row in keep] + getattr(delta, name) for name in COLUMNS}
+        else:
+            columns = {name: getattr(base, name) + getattr(delta, name) for name in COLUMNS}
+        table = cls(**columns)
+        table.docs_path = base.docs_path
+        table.delta_docs_path = delta.docs_path
+        table.delta_start = len(base) - len(retired)
         return table
 
     def read_doc_lines(self) -> list[bytes]:

@@ -29,6 +29,49 @@ def load_file(path: Path, rows: int | None = None) -> np.ndarray:
     return matrix
 
 
+class StackedMatrix:
+    """The live rows of a base matrix, then a delta segment's rows: one read-only matrix to the pipeline.
+
+    Supports what a search does with the vectors (``@`` a query, rows by index,
+    ``shape``/``dtype``) without copying the memory-mapped base.
+    """
+
+    ndim = 2
+
+    def __init__(self, base: np.ndarray, keep: np.ndarray | None, delta: np.ndarray) -> None:
+        import numpy as np
+
+        self.base, self.keep, self.delta = base, keep, np.asarray(delta, dtype=np.float32)
+        self.delta_start = base.shape[0] if keep is None else len(keep)
+        self.shape = (self.delta_start + self.delta.shape[0], base.shape[1])
+        self.dtype = np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __matmul__(self, query: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        scores = self.base @ query
+        if self.keep is not None:
+            scores = scores[self.keep]
+        return np.concatenate([np.asarray(scores, dtype=np.float32), np.asarray(self.delta @ query, dtype=np.float32)])
+
+    def __getitem__(self, rows: object) -> np.ndarray:
+        import numpy as np
+
+        picked = np.asarray(rows, dtype=np.int64)
+        flat = np.atleast_1d(picked)
+        out = np.zeros((len(flat), self.shape[1]), dtype=np.float32)
+        in_base = flat < self.delta_start
+        base_rows = flat[in_base] if self.keep is None else self.keep[flat[in_base]]
+        if len(base_rows):
+            out[in_base] = self.base[np.asarray(base_rows, dtype=np.int64)]
+        if (~in_base).any():
+            out[~in_base] = self.delta[flat[~in_base] - self.delta_start]
+        return out[0] if picked.ndim == 0 else out
+
+
 def top_k(matrix: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
     """Rows with the highest cosine to ``query`` (rows and query are L2-normalised)."""
     if matrix.shape[0] == 0:

@@ -1,0 +1,348 @@
+"""Build the index: a full build into a new generation, or a refresh of the live one.
+
+A full build writes a new generation and then swaps ``CURRENT``; an
+incremental refresh writes new ``-N`` files, updates Whoosh in place (its
+commit is atomic) and then replaces ``meta.json``. Killing either at any
+moment leaves the previous state usable. Both run under the build lock
+(``IndexManager.build``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from lore import __version__
+from lore.errors import ModelError
+from lore.index import bm25, lexical
+from lore.index import graph as graph_index
+from lore.index.freshness import source_manifest
+from lore.index.layout import CURRENT, META, GenerationMeta, file_digest, file_names, file_sizes
+from lore.index.table import Table, doc_of, embedding_text, lexical_fields, record_hash
+from lore.store.fileio import atomic_write
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lore.store import Store
+    from lore.store.records import Record
+
+# Above this share of changed records a fresh build is cheaper than patching.
+INCREMENTAL_LIMIT = 0.3
+
+Progress = Callable[[str, int, int], None]
+
+
+def no_progress(stage: str, done: int, total: int) -> None:
+    return None
+
+
+@dataclass
+class BuildReport:
+    mode: str  # "full", "incremental" or "up-to-date"
+    records: int
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    seconds: float = 0.0
+    embeddings: bool = True
+    warnings: list[str] = field(default_factory=list)
+    delta: bool = False  # an incremental refresh that only wrote a delta segment (``lore.index.delta``)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+
+def embed_texts(texts: list[str], progress: Progress = no_progress) -> tuple[np.ndarray | None, str | None, str | None]:
+    """(vectors, model identity, model error) — a broken model leaves lexical search working."""
+    from lore.index.embedder import get_query_encoder, model_identity, model_spec
+
+    spec = model_spec()
+    try:
+        # The encoder the queries and the delta segment use (model2vec's own sums the float16
+        # embeddings in float16: up to 9e-5 apart): every vector of the index comes from one
+        # function, so a base plus a delta holds exactly the vectors a rebuild would.
+        embedder = get_query_encoder(spec)
+    except ModelError as error:
+        return None, None, error.message
+    chunks = []
+    step = 4096
+    for start in range(0, len(texts), step):
+        chunks.append(embedder.encode(texts[start : start + step]))
+        progress("embeddings", min(start + step, len(texts)), len(texts))
+    import numpy as np
+
+    matrix = np.concatenate(chunks) if chunks else np.zeros((0, embedder.dim), dtype=np.float32)
+    return matrix, model_identity(spec), None
+
+
+
+class Builder:
+    """Writes generations of the index in ``index_dir`` from the records of ``store``."""
+
+    def __init__(self, index_dir: Path, store: Store) -> None:
+        self.index_dir = index_dir
+        self.store = store
+        self.data_dir = store.data_dir
+
+    def full(self, progress: Progress, procs: int | None) -> BuildReport:
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        snapshot = self.store.load()
+        records = list(snapshot.records.values())
+        timings["load"] = time.perf_counter() - t0
+        self.index_dir.mkdir(parents=True, exist_ok=True)
+        directory = self.index_dir / f"gen-{int(time.time() * 1000):x}-{secrets.token_hex(3)}"
+        directory.mkdir()
+        revision = 1
+
+        # Embeddings and BM25 analysis run beside Whoosh: in a separate process for
+        # large builds (Whoosh indexing is pure Python and holds the GIL, so a thread
+        # would only interleave), in a thread for small ones (a process costs ~1 s to start).
+        embedded: dict[str, Any] = {}
+        texts = [embedding_text(r) for r in records]
+        record_fields = [r.fields() for r in records]
+        field_pairs = [lexical_fields(r) for r in records]
+
+        def embed() -> None:
+            t = time.perf_counter()
+            try:
+                if len(texts) >= EMBED_PROCESS_THRESHOLD:
+                    *embedded["result"], embedded["forward"] = _side_jobs_in_subprocess(texts, field_pairs)
+                else:
+                    embedded["result"] = embed_texts(texts, progress)
+            except BaseException as exc:  # surfaced in the main thread
+                embedded["error"] = exc
+            embedded["seconds"] = time.perf_counter() - t
+
+        worker = threading.Thread(target=embed, name="lore-embed", daemon=True)
+        worker.start()
+
+        t1 = time.perf_counter()
+        total = len(records)
+
+        def lexical_docs() -> Any:
+            for number, (record, fields) in enumerate(zip(records, record_fields, strict=True), start=1):
+                if number % 2000 == 0:
+                    progress("lexical", number, total)
+                yield lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"])
+
+        use_procs = procs if procs is not None else (2 if total >= 20000 and (os.cpu_count() or 1) >= 2 else 1)
+        lexical.create(directory / "lexical", lexical_docs(), procs=use_procs)
+        progress("lexical", total, total)
+        timings["lexical"] = time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        table = Table()
+        docs = []
+        for record in records:
+            table.append(record, record_hash(record))
+            docs.append(doc_of(record))
+        names = file_names(revision)
+        table.save(directory / names["table"], directory / names["docs"], docs)
+        explicit = graph_index.explicit_edges(snapshot.edges)
+        graph = graph_index.build(snapshot.records, explicit)
+        graph_index.save_as(directory / names["graph"], graph, graph_index.dangling_ids(snapshot.records, explicit))
+        timings["table_graph"] = time.perf_counter() - t2
+
+        worker.join()
+        if "error" in embedded:
+            raise embedded["error"]
+        matrix, identity, warning = embedded["result"]
+        timings["embeddings"] = embedded["seconds"]
+        t3 = time.perf_counter()
+        forward = embedded.get("forward") or bm25.build_forward(field_pairs)
+        bm25.save(directory, names, forward, bm25.derive(forward))
+        timings["bm25"] = time.perf_counter() - t3
+        if matrix is not None:
+            from lore.index import vectors
+
+            vectors.save_as(directory / names["vectors"], matrix)
+        else:
+            names.pop("vectors")
+        meta = self.meta(directory, snapshot_counts(records), names, revision, identity, matrix is not None, built=True,
+                         model_error=warning)  # fmt: skip
+        atomic_write(directory / META, meta.to_json())
+        atomic_write(self.index_dir / CURRENT, directory.name.encode())
+        self.collect_garbage(keep=directory)
+        return BuildReport("full", total, added=total, embeddings=matrix is not None,
+                           warnings=[f"{warning} (indexed without embeddings)"] if warning else [], timings=timings)  # fmt: skip
+
+    def incremental(self, directory: Path, meta: GenerationMeta, progress: Progress) -> BuildReport | None:
+        from lore.index import vectors
+
+        files = meta.files
+        try:
+            old = Table.load(directory / files["table"], directory / files["docs"])
+            old_doc_lines = old.read_doc_lines()
+            old_vectors = vectors.load_file(directory / files["vectors"], len(old)) if "vectors" in files else None
+            old_forward = bm25.load_forward(directory, files)
+            old_graph = graph_index.Adjacency.load_file(directory / files["graph"])
+            old_dangling = graph_index.load_dangling(directory / files["graph"])
+            delta_ids = Table.load(directory / files["delta_table"], directory / files["delta_docs"]).ids if "delta_table" in files else []
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # unreadable: the caller rebuilds
+        snapshot = self.store.load()
+        records = list(snapshot.records.values())
+        old_rows = {rid: i for i, rid in enumerate(old.ids)}
+        hashes = [record_hash(r) for r in records]
+        changed = [r for r, h in zip(records, hashes, strict=True) if old_rows.get(r.id) is None or old.hashes[old_rows[r.id]] != h]
+        current_ids = {r.id for r in records}
+        # Records a delta segment added are in Whoosh too (delta rows are re-derived as changed ones).
+        indexed_ids = dict.fromkeys([*old.ids, *delta_ids])
+        deleted = [rid for rid in indexed_ids if rid not in current_ids]
+        if len(changed) + len(deleted) > max(50, INCREMENTAL_LIMIT * max(len(records), 1)):
+            return None
+        revision = meta.revision + 1
+        names = file_names(revision)
+
+        new_matrix = None
+        identity = meta.model
+        warning = None
+        if old_vectors is not None:
+            embedded_changed, identity, warning = embed_texts([embedding_text(r) for r in changed], progress)
+            if embedded_changed is None:
+                return None
+            import numpy as np
+
+            fresh = {r.id: i for i, r in enumerate(changed)}
+            # Unchanged rows gathered in one fancy-index read of the memory map, fresh rows
+            # filled after. Only rows the old index holds are read: it may hold none at all.
+            dim = old_vectors.shape[1] if old_vectors.ndim == 2 else embedded_changed.shape[1]
+            new_matrix = np.zeros((len(records), dim), dtype=np.float32)
+            kept = [(row, old_rows[r.id]) for row, r in enumerate(records) if r.id not in fresh]
+            if kept:
+                new_positions, old_positions = (np.asarray(side, dtype=np.int64) for side in zip(*kept, strict=True))
+                new_matrix[new_positions] = old_vectors[old_positions]
+            for row, record in enumerate(records):
+                if record.id in fresh:
+                    new_matrix[row] = embedded_changed[fresh[record.id]]
+        table = Table()
+        docs: list[dict[str, Any] | bytes] = []
+        changed_ids = {r.id for r in changed}
+        for record, h in zip(records, hashes, strict=True):
+            if record.id in changed_ids:
+                table.append(record, h)
+                docs.append(doc_of(record))
+            else:  # unchanged: its columns are copied, not re-derived from the record
+                table.append_row_of(old, old_rows[record.id])
+                docs.append(old_doc_lines[old_rows[record.id]])  # copied as bytes, not re-parsed
+        table.save(directory / names["table"], directory / names["docs"], docs)
+        explicit = graph_index.explicit_edges(snapshot.edges)
+        dangling = graph_index.dangling_ids(snapshot.records, explicit)
+        if old_dangling == set(dangling) and graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
+            names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file, skip NetworkX
+        else:
+            graph_index.save_as(directory / names["graph"], graph_index.build(snapshot.records, explicit), dangling)
+        if new_matrix is not None:
+            vectors.save_as(directory / names["vectors"], new_matrix)
+        else:
+            names.pop("vectors")
+        fresh_rows = {r.id: k for k, r in enumerate(changed)}
+        changed_fields = [r.fields() for r in changed]
+        sources = [-(fresh_rows[r.id] + 1) if r.id in fresh_rows else old_rows[r.id] for r in records]
+        forward = bm25.reassemble(old_forward, sources, [lexical_fields(r) for r in changed])
+        bm25.save(directory, names, forward, bm25.derive(forward))
+        upserts = [lexical.LexicalDoc(r.id, f["title"], f["body"], f["extra"], f["tags"])
+                   for r, f in zip(changed, changed_fields, strict=True)]  # fmt: skip
+        lexical.update(directory / "lexical", upserts, deleted)
+        new_meta = self.meta(directory, snapshot_counts(records), names, revision, identity, new_matrix is not None,
+                             built=False, previous=meta, model_error=meta.model_error)  # fmt: skip
+        atomic_write(directory / META, new_meta.to_json())
+        self.collect_old_revisions(directory, keep={*names.values(), *files.values()})
+        added = sum(1 for r in changed if r.id not in indexed_ids)
+        return BuildReport("incremental", len(records), added=added, updated=len(changed) - added, deleted=len(deleted),
+                           embeddings=new_matrix is not None, warnings=[warning] if warning else [])  # fmt: skip
+
+    def meta(self, directory: Path, counts: dict[str, int], names: dict[str, str], revision: int,
+              identity: str | None, embeddings: bool, *, built: bool, previous: GenerationMeta | None = None,
+              model_error: str | None = None) -> GenerationMeta:  # fmt: skip
+        from lore.index.embedder import model_identity, model_spec
+
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        manifest = source_manifest(self.data_dir)
+        return GenerationMeta(
+            lore_version=__version__,
+            data_dir=str(self.data_dir.resolve()),
+            built_at=now if built or previous is None else previous.built_at,
+            updated_at=now,
+            revision=revision,
+            model=identity,
+            model_spec=model_spec(),
+            # The model that was configured (its identity): without embeddings, the index is
+            # stale only once this changes (``freshness.staleness``), not on every search.
+            model_wanted=model_identity(),
+            model_error=None if embeddings else model_error,
+            embeddings=embeddings,
+            counts=counts,
+            files=names,
+            sizes=file_sizes(directory, names),
+            sources=manifest,
+            digests={name: file_digest(self.data_dir / name) for name in manifest},
+        )
+
+    def collect_garbage(self, keep: Path) -> None:
+        for child in self.index_dir.iterdir():
+            if child.is_dir() and child.name.startswith("gen-") and child != keep:
+                shutil.rmtree(child, ignore_errors=True)
+
+    @staticmethod
+    def collect_old_revisions(directory: Path, keep: set[str]) -> None:
+        # The previous revision's files stay for readers that opened it a moment ago.
+        for child in directory.iterdir():
+            if child.is_file() and child.name != META and "-" in child.name and child.name not in keep:
+                with contextlib.suppress(OSError):
+                    child.unlink()
+
+
+EMBED_PROCESS_THRESHOLD = 3000
+
+
+def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) -> tuple[Any, str | None, str | None, bm25.Forward | None]:
+    """Embed and analyse in ``python -m lore.index.build_worker``.
+
+    Returns (vectors, model identity, warning, BM25 forward index); on a worker
+    failure embeds here and leaves the forward index to the caller (None).
+    """
+    import subprocess
+    import sys
+    import tempfile
+
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="lore-build-") as tmp:
+        work = Path(tmp)
+        (work / "texts.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in texts))
+        (work / "fields.jsonl").write_bytes(b"\n".join(orjson.dumps(f) for f in fields))
+        # One core for the worker, one for Whoosh: left alone, the tokenizer's thread pool
+        # (and BLAS) would take both and slow the Whoosh writer it runs beside.
+        single = dict.fromkeys(("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+        env = {**os.environ, **single, "TOKENIZERS_PARALLELISM": "false"}
+        done = subprocess.run([sys.executable, "-m", "lore.index.build_worker", str(work)], capture_output=True,
+                              check=False, env=env)  # fmt: skip
+        if done.returncode == 0 and (work / "embedding.json").exists():
+            info = orjson.loads((work / "embedding.json").read_bytes())
+            forward = bm25.read_forward(work / "vocab.json", work / "forward.npz")
+            if info.get("identity") is None:
+                return None, None, info.get("warning"), forward
+            return np.load(work / "vectors.npy"), info["identity"], info.get("warning"), forward
+    return (*embed_texts(texts), None)
+
+
+
+def snapshot_counts(records: list[Record]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.kind] = counts.get(record.kind, 0) + 1
+    return counts
+
+

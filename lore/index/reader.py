@@ -1,0 +1,232 @@
+"""Read one generation of the index: each part loaded on first use, every file checked by ``load``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lore.errors import IndexUnavailableError
+from lore.index import bm25, lexical
+from lore.index import graph as graph_index
+from lore.index.bm25 import Delta
+from lore.index.layout import DAMAGED, GenerationMeta, still_live
+from lore.index.table import IndexFileError, Table, describe
+from lore.store.fileio import atomic_write
+
+T = TypeVar("T")
+
+
+class IndexDamagedError(IndexUnavailableError):
+    """A file of the live generation cannot be read; ``file`` names it, ``reason`` says why."""
+
+    def __init__(self, file: str, reason: str, *, replaced: bool = False) -> None:
+        self.file = file
+        self.reason = reason
+        # The generation was replaced or refreshed while it was read: not damage, just run again.
+        self.replaced = replaced
+        if replaced:
+            super().__init__(f"the index changed while it was being read ({file}: {reason})",
+                             hint="another lore process rebuilt it; run the command again")  # fmt: skip
+        else:
+            super().__init__(f"index unreadable ({file}: {reason})",
+                             hint="the next search rebuilds it, or run `lore index`")  # fmt: skip
+
+
+
+class IndexReader:
+    """One generation's parts, each loaded on first use (``load`` opens them up front and checks every file).
+
+    A part that cannot be read raises ``IndexDamagedError`` naming its file. Found by
+    ``load`` (``IndexManager.open`` calls it), the generation is simply rebuilt; found
+    later, mid-query (Whoosh, opened only for quoted phrases, or a docs line), the
+    generation is also marked ``DAMAGED`` so that the next open rebuilds it, and
+    ``meta.damaged`` makes ``staleness`` tell a warm session to reopen.
+    """
+
+    def __init__(self, directory: Path, meta: GenerationMeta) -> None:
+        self.directory = directory
+        self.meta = meta
+        self._table: Table | None = None
+        self._lexical: lexical.LexicalSearcher | None = None
+        self._bm25: bm25.Bm25Index | None = None
+        self._vectors: Any = None
+        self._adjacency: graph_index.Adjacency | None = None
+        self._active: list[bool] | None = None
+        self._searchable: list[bool] | None = None
+        self._dead: list[int] | None = None
+        self._checking = False
+
+    def load(self, *, deep: bool = False) -> None:
+        """Open what every search reads and check every file; Whoosh is opened only if ``deep``.
+
+        Costs a few stats, the docs file's first and last line and the head of Whoosh's
+        table of contents beyond what a search loads anyway (no whoosh import unless ``deep``).
+        """
+        self._checking = True
+        try:
+            for name, size in self.meta.sizes.items():
+                try:
+                    actual = (self.directory / str(name)).stat().st_size
+                except OSError as exc:
+                    raise self._damaged(str(name), exc) from exc
+                if actual != size:
+                    raise self._damaged(str(name), IndexFileError(str(name), f"{actual} bytes, {size} expected"))
+            table = self.table
+            base_docs = self.directory / self.meta.files["docs"]
+            self._load(self.meta.files["docs"], lambda: Table.load(self.directory / self.meta.files["table"], base_docs).check_docs()
+                       if self.has_delta else table.check_docs())  # fmt: skip
+            _ = self.bm25, self.adjacency
+            if self.has_vectors:
+                _ = self.vectors
+            self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
+        finally:
+            self._checking = False
+
+    def _load(self, file: str, loader: Callable[[], T]) -> T:
+        try:
+            return loader()
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise self._damaged(file, exc) from exc
+
+    def _damaged(self, file: str, exc: Exception) -> IndexDamagedError:
+        if isinstance(exc, IndexDamagedError):
+            return exc
+        if isinstance(exc, IndexFileError):
+            file = exc.name
+        if not still_live(self.directory, self.meta):
+            return IndexDamagedError(file, describe(exc), replaced=True)
+        error = IndexDamagedError(file, describe(exc))
+        if not self._checking:  # mid-query: leave a note for the next open (``load``'s caller rebuilds now)
+            self.meta = self.meta.with_damage(error.message)
+            with contextlib.suppress(OSError):
+                atomic_write(self.directory / DAMAGED, error.message.encode())
+        return error
+
+    @property
+    def has_vectors(self) -> bool:
+        return self.meta.embeddings and "vectors" in self.meta.files
+
+    @property
+    def has_delta(self) -> bool:
+        return "delta_table" in self.meta.files
+
+    @property
+    def dead_rows(self) -> list[int]:
+        """Base rows a delta segment retires (a newer version of the record is in the delta)."""
+        if self._dead is None:
+            self._dead = []
+            if self.has_delta:
+                from lore.index.delta import read_dead
+
+                name = self.meta.files["delta_dead"]
+                self._dead = self._load(name, lambda: read_dead(self.directory / name))
+        return self._dead
+
+    @property
+    def table(self) -> Table:
+        if self._table is None:
+            files = self.meta.files
+            table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
+                                                                  self.directory / files["docs"]))  # fmt: skip
+            if self.has_delta:
+                delta = self._load(files["delta_table"], lambda: Table.load(self.directory / files["delta_table"],
+                                                                            self.directory / files["delta_docs"]))  # fmt: skip
+                if self._checking:
+                    self._load(files["delta_docs"], delta.check_docs)
+                dead = self.dead_rows
+                if any(not 0 <= row < len(table) for row in dead):
+                    raise self._damaged(files["delta_dead"], IndexFileError(files["delta_dead"], "row out of range"))
+                table = Table.merged(table, dead, delta)
+            self._table = table
+            self._table.on_damage = self._damaged
+        return self._table
+
+    @property
+    def lexical(self) -> lexical.LexicalSearcher:
+        if self._lexical is None:
+            self._lexical = self._load("lexical", lambda: lexical.LexicalSearcher(self.directory / "lexical"))
+        return self._lexical
+
+    @property
+    def bm25(self) -> bm25.Bm25Index:
+        if self._bm25 is None:
+            rows = len(self.table)
+            self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta.files, rows, self._bm25_delta()))
+        return self._bm25
+
+    def _bm25_delta(self) -> Delta | None:
+        if not self.has_delta:
+            return None
+        files = self.meta.files
+        forward = self._load(files["delta_bm25_forward"], lambda: bm25.read_forward(
+            self.directory / files["delta_bm25_vocab"], self.directory / files["delta_bm25_forward"]))  # fmt: skip
+        return bm25.Delta.of(forward, self.dead_rows)
+
+    @property
+    def vectors(self) -> Any:
+        if self._vectors is None:
+            import numpy as np
+
+            from lore.index import vectors
+
+            rows = len(self.table)
+            name = self.meta.files["vectors"]
+            if self.has_delta:
+                delta_name = self.meta.files.get("delta_vectors", "delta_vectors")
+                delta = self._load(delta_name, lambda: vectors.load_file(self.directory / delta_name))
+                base_rows = rows - len(delta) + len(self.dead_rows)
+                stored = self._load(name, lambda: vectors.load_file(self.directory / name, base_rows))
+                keep = None
+                if self.dead_rows:
+                    live = np.ones(base_rows, dtype=bool)
+                    live[np.asarray(self.dead_rows, dtype=np.int64)] = False
+                    keep = np.flatnonzero(live)
+                self._vectors = vectors.StackedMatrix(stored, keep, delta)
+                return self._vectors
+            stored = self._load(name, lambda: vectors.load_file(self.directory / name, rows))
+            # Indexes are float32 on disk (memory-mapped as is); convert anything else once.
+            self._vectors = stored if stored.dtype == np.float32 else np.asarray(stored, dtype=np.float32)
+        return self._vectors
+
+    @property
+    def active_rows(self) -> list[bool]:
+        """Which rows are active (the default filter), computed once per reader."""
+        if self._active is None:
+            self._active = [status == "active" for status in self.table.statuses]
+        return self._active
+
+    @property
+    def searchable_rows(self) -> list[bool]:
+        """Active rows and candidates (what `lore search` shows by default), computed once per reader."""
+        if self._searchable is None:
+            self._searchable = [status in ("active", "candidate") for status in self.table.statuses]
+        return self._searchable
+
+    @property
+    def adjacency(self) -> graph_index.Adjacency:
+        if self._adjacency is None:
+            name = self.meta.files["graph"]
+            self._adjacency = self._load(name, lambda: graph_index.Adjacency.load_file(self.directory / name))
+        return self._adjacency
+
+    def close(self) -> None:
+        """Release what the reader holds open: Whoosh's files and the memory maps of the arrays.
+
+        A memory-mapped array keeps a file descriptor until the array is freed, and the
+        table refers back to the reader (``on_damage``), so a dropped reader waited for
+        the cyclic garbage collector: the warm helper, which swaps in a fresh reader
+        after every write, kept six descriptors (and the replaced files' pages) per
+        refresh. Dropping the references here frees them at once; a part used again
+        after ``close`` is simply loaded again.
+        """
+        if self._lexical is not None:
+            self._lexical.close()
+            self._lexical = None
+        if self._table is not None:
+            self._table.on_damage = None
+        self._table = self._bm25 = self._vectors = self._adjacency = None
+        self._active = self._searchable = self._dead = None
