@@ -346,3 +346,17 @@ def test_capture_runs_the_distillation_cycle(initialised: Path, tmp_path: Path) 
     failures = {r.id for r in store.load().records.values() if r.kind == "failure"}
     linked = {link.target for link in store.load().edges if link.source == lessons[0].id and link.relation == "derived_from"}
     assert linked == failures
+
+
+def test_a_lesson_starts_at_its_cue_not_at_the_words_before_it(initialised: Path, tmp_path: Path) -> None:
+    # Found by hand on a real transcript: "Great. remember that ..." was stored with "Great." as its rule's start
+    # (the sentence splitter only splits before a capital letter).
+    store = Store(initialised)
+    path = tmp_path / "sess-cue.jsonl"
+    t = Transcript(path, session="sess-cue")
+    t.user("Great. remember that Money(0) is used as the sum start everywhere, so a default currency is required.")
+    t.say("Understood.")
+    result = capture_session(store, path)
+    lessons = [r for r in result.added if r.kind == "lesson"]
+    assert len(lessons) == 1
+    assert lessons[0].raw["rule"].startswith("Remember that Money(0) is used as the sum start everywhere")

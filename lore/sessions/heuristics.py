@@ -285,10 +285,17 @@ def statements(utterances: list[Utterance]) -> list[Candidate]:
                 fields: dict[str, Any] = {"decision": decision, "rationale": reason or ""}
                 found.append(Candidate("decision", fields, sentence, span))
             else:
-                rule = _strip_label(sentence)
+                rule = _strip_label(_from_lesson_cue(sentence))
                 found.append(Candidate("lesson", {"rule": rule, "situation": f"stated by the {utterance.role}"},
                                        sentence, span))  # fmt: skip
     return found
+
+
+def _from_lesson_cue(sentence: str) -> str:
+    """The sentence from its lesson cue on: "Great. remember that X" is the rule "remember that X"."""
+    starts = [m.start() for p in _LESSON if (m := p.search(sentence))]
+    start = min(starts) if starts else 0
+    return sentence[start:].lstrip(" .;,:-") or sentence
 
 
 def _strip_label(sentence: str) -> str:
