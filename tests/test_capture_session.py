@@ -360,3 +360,52 @@ def test_a_lesson_starts_at_its_cue_not_at_the_words_before_it(initialised: Path
     lessons = [r for r in result.added if r.kind == "lesson"]
     assert len(lessons) == 1
     assert lessons[0].raw["rule"].startswith("Remember that Money(0) is used as the sum start everywhere")
+
+
+def _claude_projects(root: Path, count: int) -> Path:
+    """``count`` transcripts in a Claude Code config dir: copies of the labelled set under new session ids."""
+    import shutil
+    import uuid
+
+    sources = sorted((Path(__file__).parent / "data" / "transcripts").glob("*.jsonl"))
+    for i in range(count):
+        folder = root / "projects" / f"-home-dev-projects-p{i % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sources[i % len(sources)], folder / f"{uuid.UUID(int=i + 1)}.jsonl")
+    return root
+
+
+def _contents(data_dir: Path) -> tuple[list[tuple[str, str, str]], int]:
+    snapshot = Store(data_dir).load()
+    assert snapshot.warnings == [] and snapshot.duplicate_ids == {}
+    return sorted((r.kind, r.title, r.status) for r in snapshot.records.values()), len(snapshot.edges)
+
+
+def test_a_killed_claude_code_import_resumes_to_what_one_run_stores(initialised: Path, tmp_path: Path) -> None:
+    from lore.store import audit
+
+    config = _claude_projects(tmp_path / "claude", 24)
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
+    command = [sys.executable, "-m", "lore", "import", "claude-code"]
+    # One uninterrupted run, into its own data dir and capture state.
+    clean_env = {**env, "LORE_DATA_DIR": str(tmp_path / "clean"), "LORE_STATE_DIR": str(tmp_path / "clean-state")}
+    assert subprocess.run([sys.executable, "-m", "lore", "init"], env=clean_env, capture_output=True).returncode == 0
+    assert subprocess.run(command, env=clean_env, capture_output=True).returncode == 0
+    expected = _contents(tmp_path / "clean")
+    assert len(expected[0]) > 24
+    # The same import, killed once it has written something, then run again.
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    audit_log = initialised / audit.AUDIT_PATH
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline and not (audit_log.exists() and audit_log.stat().st_size):
+        time.sleep(0.005)
+    os.kill(process.pid, 9)
+    process.wait()
+    assert process.returncode == -9, "the import finished before it could be interrupted"
+    assert 0 < len(Store(initialised).load().records) < len(expected[0])
+    rerun = subprocess.run(command, env=env, capture_output=True)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _contents(initialised) == expected
+    again = subprocess.run(command, env=env, capture_output=True)
+    assert again.returncode == 0 and b"added (as candidates): none" in again.stdout
+    assert audit.verify(initialised)[1] is None
