@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lore import capture, server
+from lore import capture
+from lore.agent import daemon as server
 from lore.capture import WriteOptions
 from lore.index.manager import IndexManager
 from lore.paths import Locations

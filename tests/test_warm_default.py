@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lore import server
+from lore.agent import daemon as server
 from lore.paths import Locations
 
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
@@ -180,7 +180,7 @@ def test_the_helper_exits_past_its_memory_bound_and_after_its_idle_time(auto: Pa
 SESSION_START_IMPORTS = """
 import io, sys, json
 sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"cwd": sys.argv[1], "source": "startup"}).encode()))
-from lore.hook import run_session_start_hook  # what lore.__main__ runs for `lore hook session-start`
+from lore.agent.hook import run_session_start_hook  # what lore.__main__ runs for `lore hook session-start`
 run_session_start_hook([], stdout=io.StringIO())
 heavy = sorted(m for m in ("numpy", "whoosh", "model2vec", "tokenizers", "typer", "click", "rich", "networkx",
                            "subprocess", "lore.search", "lore.rank.pipeline") if m in sys.modules)
@@ -198,7 +198,7 @@ def test_session_start_runs_without_the_cli_stack_or_the_search_stack(indexed: P
 SESSION_START_WARM = """
 import io, sys, json
 sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"cwd": sys.argv[1], "source": "startup"}).encode()))
-from lore.hook import run_session_start_hook
+from lore.agent.hook import run_session_start_hook
 out = io.StringIO()
 run_session_start_hook([], stdout=out)
 print(json.dumps({"out": out.getvalue(), "store": "lore.store.store" in sys.modules, "yaml": "yaml" in sys.modules}))
@@ -227,7 +227,7 @@ def test_session_start_asks_a_warm_helper_and_skips_the_store_imports(auto: Path
 HOLDING_CALLER = """
 import sys
 from pathlib import Path
-from lore.server import ensure_started
+from lore.agent.daemon import ensure_started
 print(ensure_started(Path(sys.argv[1]), Path(sys.argv[2])), flush=True)
 sys.stdin.readline()  # a hook still working: the helper must not warm up beside it
 """

@@ -49,7 +49,7 @@ def _proc(pid: int) -> dict[str, int]:
 
 
 def _wait_ready(index_dir: Path, timeout: float) -> dict[str, Any] | None:
-    from lore import server
+    from lore.agent import daemon as server
 
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -68,10 +68,10 @@ def _session_event(cwd: Path) -> bytes:
 def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str], *, rounds: int,
                  progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """Whole-process ms of the session-start and prompt hooks around a helper the session start spawns."""
-    from lore import server
+    from lore.agent import daemon as server
+    from lore.agent.hook import DEFAULT_DEADLINE_MS
     from lore.bench import environment
     from lore.bench.latency import compile_bytecode, hook_event, lore_command, run_once, summary
-    from lore.hook import DEFAULT_DEADLINE_MS
 
     state, cache, cwd = work / "state", work / "cache", work / "cwd"
     for path in (state, cache, cwd):
@@ -170,7 +170,8 @@ def _ask(socket_path: Path, request: dict[str, Any], timeout: float) -> tuple[st
 def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *, total_prompts: int = 2000,
          total_writes: int = 200, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """2,000 prompts and 200 writes through one helper: memory, descriptors and lost answers."""
-    from lore import capture, server
+    from lore import capture
+    from lore.agent import daemon as server
     from lore.bench import environment
     from lore.bench.latency import summary
     from lore.capture import WriteOptions

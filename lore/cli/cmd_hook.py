@@ -23,7 +23,7 @@ AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), cod
 
 
 def _agent(agent: str) -> str:
-    from lore.hook import agent_argument
+    from lore.agent.hook import agent_argument
 
     return agent_argument(["--agent", agent])
 
@@ -31,14 +31,14 @@ def _agent(agent: str) -> str:
 @hook_app.command("prompt")
 def hook_prompt(agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
     """UserPromptSubmit (Gemini: BeforeAgent): print relevant memory as hook JSON (event on stdin; always exits 0)."""
-    from lore.hook import run_prompt_hook
+    from lore.agent.hook import run_prompt_hook
 
     run_prompt_hook(["--agent", agent])
 
 
 def _read_event() -> dict:
     try:
-        from lore.hook import read_event
+        from lore.agent.hook import read_event
 
         return read_event(sys.stdin)
     except Exception:
@@ -48,21 +48,21 @@ def _read_event() -> dict:
 @hook_app.command("session-start")
 def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
     """SessionStart: start the warm helper, inject the latest handoff and top active lessons (always exits 0)."""
-    from lore.hook import run_session_start_hook
+    from lore.agent.hook import run_session_start_hook
 
     st = state(ctx)
     run_session_start_hook(["--agent", agent], locations=st.locations, project=st.project)
 
 
 def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> None:
-    from lore.hook import event_cwd, log_failure
+    from lore.agent.hook import event_cwd, log_failure
 
     try:
         event = _read_event()
         if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
             return
+        from lore.agent.session import record_handoff_stub
         from lore.project import detect_project
-        from lore.session_context import record_handoff_stub
 
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         st = state(ctx)
@@ -89,7 +89,7 @@ def hook_stop(ctx: typer.Context, agent: str = typer.Option("claude-code", "--ag
 @hook_app.command("off")
 def hook_off(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
     """Stop injecting context into one session."""
-    from lore.hook import opt_out_path
+    from lore.agent.hook import opt_out_path
 
     path = opt_out_path(session)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +100,7 @@ def hook_off(session: str = typer.Option(..., "--session", help="Claude Code ses
 @hook_app.command("on")
 def hook_on(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
     """Resume injecting context into a session that was turned off."""
-    from lore.hook import opt_out_path
+    from lore.agent.hook import opt_out_path
 
     opt_out_path(session).unlink(missing_ok=True)
     typer.echo(f"lore hook is on for session {session}")
@@ -112,7 +112,7 @@ def server_start(
     idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds."),
 ) -> None:
     """Start the warm helper for the current index in the background."""
-    from lore import server
+    from lore.agent import daemon as server
 
     index_dir = state(ctx).locations.index_dir
     running = server.read_status(index_dir)
@@ -134,7 +134,7 @@ def server_start(
 @server_app.command("run")
 def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:
     """Run the warm helper in the foreground (what `start` runs)."""
-    from lore import server
+    from lore.agent import daemon as server
 
     raise typer.Exit(server.serve(idle))
 
@@ -142,7 +142,7 @@ def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after t
 @server_app.command("status")
 def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show whether a helper serves the current index."""
-    from lore import server
+    from lore.agent import daemon as server
 
     index_dir = state(ctx).locations.index_dir
     status = server.read_status(index_dir)
@@ -160,7 +160,7 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
 @server_app.command("stop")
 def server_stop(ctx: typer.Context) -> None:
     """Stop the helper for the current index."""
-    from lore import server
+    from lore.agent import daemon as server
 
     pid = server.stop(state(ctx).locations.index_dir)
     typer.echo("lore server: not running" if pid is None else f"lore server stopped (pid {pid})")
@@ -180,7 +180,7 @@ def server_enable() -> None:
 @server_app.command("disable")
 def server_disable(ctx: typer.Context) -> None:
     """The hooks no longer start the helper; the one serving the current index is stopped."""
-    from lore import server
+    from lore.agent import daemon as server
     from lore.paths import state_dir
 
     path = state_dir() / "server-off"

@@ -10,7 +10,7 @@ import typer
 from lore.cli.cmd_hook import hook_app
 
 if TYPE_CHECKING:
-    from lore.hook_install import Outcome
+    from lore.agent.install import Outcome
 
 
 SCOPE_HELP = (
@@ -65,7 +65,7 @@ def install_command(
     Idempotent; other settings and hooks are kept in order; a backup is written first.
     See docs/agents.md for what each agent supports.
     """
-    from lore import agents
+    from lore.agent import agents
 
     outcomes = agents.install(agent.value, scope=scope.value, dry_run=dry_run)
     if not outcomes:
@@ -75,7 +75,7 @@ def install_command(
     if not dry_run and any(outcome.changed for outcome in outcomes):
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
-    from lore import server
+    from lore.agent import daemon as server
 
     if not dry_run and not server.auto_start_enabled():
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
@@ -91,7 +91,7 @@ def uninstall_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
 ) -> None:
     """Remove lore from an agent's configuration, leaving every other hook and server alone."""
-    from lore import agents
+    from lore.agent import agents
 
     outcomes = agents.uninstall(agent.value, scope=scope.value, dry_run=dry_run)
     if not outcomes:

@@ -16,7 +16,7 @@ def mcp(ctx: typer.Context) -> None:
     if importlib.util.find_spec("mcp") is None:
         raise LoreError("the MCP server needs the mcp extra", hint="pip install 'lore[mcp]'")
     try:
-        from lore.mcp_server import serve
+        from lore.agent.mcp import serve
     except ImportError as error:  # an mcp too old for the server's API
         if not (error.name or "").startswith("mcp"):
             raise

@@ -118,7 +118,7 @@ def resume(
     store = st.store()
     store.require()
     project = st.current_project()
-    from lore.session_context import latest_handoff
+    from lore.agent.session import latest_handoff
 
     latest = latest_handoff(store.load(), project)
     if latest is None:

@@ -298,7 +298,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     except filelock.Timeout:
         return 3  # another helper already serves this index
     _wait_for_caller()
-    from lore.hook import context_for_prompt, log_failure
+    from lore.agent.hook import context_for_prompt, log_failure
     from lore.index.manager import IndexManager
     from lore.search import SearchSession
 
@@ -444,7 +444,7 @@ REVALIDATE_S = 1.0
 REFRESH_RETRY_S = 30.0
 # How long the refresh waits for another process's build before giving up (and retrying later).
 REFRESH_LOCK_S = 120.0
-_REFRESH_CHILD = "from lore.server import refresh_child; raise SystemExit(refresh_child())"
+_REFRESH_CHILD = "from lore.agent.daemon import refresh_child; raise SystemExit(refresh_child())"
 # The refresh runs beside the helper and the prompt hooks: keep it to one core.
 _ONE_CORE = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
              "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
@@ -662,8 +662,8 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, context_for_prompt
         elif request.get("op") == "session":
             # The session-start block: read from the store (not the index), here because the
             # helper has the store's modules loaded; a hook that asks saves their imports.
+            from lore.agent.session import session_start_text
             from lore.project import detect_project
-            from lore.session_context import session_start_text
 
             cwd = request.get("cwd")
             project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)

@@ -52,7 +52,7 @@ def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
-# The agents whose hook protocols lore speaks (lore.agents installs the hooks).
+# The agents whose hook protocols lore speaks (lore.agent.agents installs the hooks).
 AGENTS = ("claude-code", "codex", "gemini", "cursor")
 # The prompt hook's event name in each agent's protocol.
 # Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
@@ -294,8 +294,8 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         budget = budget_chars()
         if budget <= 0:
             return 0
+        from lore.agent.daemon import ask_server
         from lore.paths import Locations
-        from lore.server import ask_server
 
         locations = Locations.resolve()
         # The resolved data dir: a helper serving another data dir (same index dir) declines.
@@ -352,7 +352,7 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
             stdout.write(hook_output("SessionStart", text) + "\n")
         stdout.flush()
     if spawn_for is not None:
-        from lore.server import SESSION_SETTLE_S
+        from lore.agent.daemon import SESSION_SETTLE_S
 
         start_helper(spawn_for, SESSION_SETTLE_S)
     return 0
@@ -363,23 +363,23 @@ SESSION_ASK_S = 0.5
 
 def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
     """The session-start block: from a running helper when there is one (no store imports), else in process."""
-    from lore.server import ask_server
+    from lore.agent.daemon import ask_server
 
     asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
                         "data_dir": str(locations.data_dir.resolve())},
                        time.monotonic() + SESSION_ASK_S, locations.index_dir)  # fmt: skip
     if asked is not None:
         return asked
+    from lore.agent.session import session_start_text
     from lore.project import detect_project
-    from lore.session_context import session_start_text
 
     return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
 
 
 def start_helper(locations: Any, settle_s: float = 0.0) -> None:
-    """Start the warm helper in the background when none runs (``lore.server.ensure_started``); never raises."""
+    """Start the warm helper in the background when none runs (``lore.agent.daemon.ensure_started``); never raises."""
     try:
-        from lore.server import ensure_started
+        from lore.agent.daemon import ensure_started
 
         ensure_started(locations.index_dir, locations.data_dir, settle_s)
     except Exception as exc:
