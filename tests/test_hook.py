@@ -130,7 +130,7 @@ def test_deadline_falls_back_to_nothing(indexed: Path) -> None:
 
 
 def test_never_leaves_a_process_behind_unless_enabled(indexed: Path) -> None:
-    from lore.agent.daemon import server_paths
+    from lore.agent.client import server_paths
 
     run_hook(event())
     paths = server_paths(Locations.resolve(indexed).index_dir)
@@ -165,12 +165,12 @@ def test_in_process_path_avoids_the_cli_stack_and_model2vec(indexed: Path) -> No
 
 @pytest.mark.slow
 def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> None:
-    from lore.agent import daemon as server
+    from lore.agent import client
 
     cold = assert_valid_or_empty(run_hook(event()))
     assert cli("server", "start", "--idle", "60").stdout.startswith("lore server started (pid ")
     try:
-        status = server.read_status(Locations.resolve(indexed).index_dir)
+        status = client.read_status(Locations.resolve(indexed).index_dir)
         assert status is not None
         warm = assert_valid_or_empty(run_hook(event()))
         assert warm == cold
@@ -180,23 +180,23 @@ def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> Non
     finally:
         stopped = cli("server", "stop").stdout
     assert stopped.startswith("lore server stopped (pid ")
-    assert server.read_status(Locations.resolve(indexed).index_dir) is None
+    assert client.read_status(Locations.resolve(indexed).index_dir) is None
     assert cli("server", "status").stdout == "lore server: not running (auto-start off)\n"
 
 
 @pytest.mark.slow
 def test_helper_exits_when_its_index_is_rebuilt_and_hook_falls_back(indexed: Path, cli) -> None:
-    from lore.agent import daemon as server
+    from lore.agent import client
 
     cli("server", "start", "--idle", "60")
     index_dir = Locations.resolve(indexed).index_dir
-    status = server.read_status(index_dir)
+    status = client.read_status(index_dir)
     assert status is not None
     IndexManager(Locations.resolve(indexed)).build(rebuild=True)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and server.read_status(index_dir) is not None:
+    while time.monotonic() < deadline and client.read_status(index_dir) is not None:
         time.sleep(0.1)
-    assert server.read_status(index_dir) is None
+    assert client.read_status(index_dir) is None
     assert assert_valid_or_empty(run_hook(event()))  # in-process fallback
 
 

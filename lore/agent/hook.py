@@ -18,6 +18,9 @@ import re
 import sys
 import time
 
+from lore.agent.log import log_failure
+from lore.agent.prompt import context_for_prompt
+
 # Importing typing costs ~5-25 ms; the hook only needs it for the type checker.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,21 +34,6 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'\-]+|\d+[A-Za-z]+[A-Za-z0-9]*")
 _TRIVIAL_WORDS = frozenset(
     ["a", "an", "the", "and", "or", "but", "to", "of", "in", "on", "at", "for", "with", "is", "are", "was", "were", "be", "it", "this", "that", "these", "those", "i", "you", "we", "he", "she", "they", "me", "my", "your", "our", "please", "thanks", "thank", "ok", "okay", "yes", "no", "yep", "nope", "sure", "hi", "hello", "hey", "go", "do", "continue", "proceed", "again", "more", "next", "lgtm", "ship", "fine", "good", "great", "cool", "nice", "done"]
 )
-
-
-def log_failure(kind: str, message: str) -> None:
-    """One line per failure in the cache dir; never raises."""
-    try:
-        from lore.paths import cache_dir
-
-        path = cache_dir() / "hook.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        line = f"{stamp} {kind}: {' '.join(str(message).split())[:500]}\n"
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-    except Exception:
-        pass
 
 
 def hook_output(event: str, context: str) -> str:
@@ -172,33 +160,6 @@ def remember_last_prompt(session_id: str | None, prompt: str) -> None:
         log_failure("last-prompt", repr(exc))
 
 
-def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
-                       gap_line: bool = False, policy: str | None = None) -> str:  # fmt: skip
-    """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
-    from lore.context import assemble
-    from lore.project import detect_project
-    from lore.rank.pipeline import SearchOptions
-    from lore.search import search
-
-    project = detect_project(cwd) if cwd else None
-    options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
-    response, reader = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
-    block = assemble(response, reader, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
-    return block.text
-
-
-def prompt_policy(policy: str | None = None) -> str:
-    """The staleness policy on the prompt path: ``ignore`` (default) or ``warn``, never ``refresh``.
-
-    A refresh can take seconds (a full rebuild, minutes): inside the hook's deadline it
-    would cost the prompt its context, and the build would be cut off when the hook
-    exits, so ``LORE_HOOK_REFRESH=refresh`` answers from the index as it is, like ``warn``.
-    The next ordinary command (``lore search``, ``lore index``) or the warm helper refreshes.
-    """
-    value = policy if policy is not None else os.environ.get("LORE_HOOK_REFRESH", "ignore")
-    return "warn" if value == "refresh" else value
-
-
 def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float,
                 locations: Any = None) -> str | None:  # fmt: skip
     """Search in a worker thread; give up (None) at the hard deadline."""
@@ -294,7 +255,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         budget = budget_chars()
         if budget <= 0:
             return 0
-        from lore.agent.daemon import ask_server
+        from lore.agent.client import ask_server
         from lore.paths import Locations
 
         locations = Locations.resolve()
@@ -352,7 +313,7 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
             stdout.write(hook_output("SessionStart", text) + "\n")
         stdout.flush()
     if spawn_for is not None:
-        from lore.agent.daemon import SESSION_SETTLE_S
+        from lore.agent.client import SESSION_SETTLE_S
 
         start_helper(spawn_for, SESSION_SETTLE_S)
     return 0
@@ -363,7 +324,7 @@ SESSION_ASK_S = 0.5
 
 def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
     """The session-start block: from a running helper when there is one (no store imports), else in process."""
-    from lore.agent.daemon import ask_server
+    from lore.agent.client import ask_server
 
     asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
                         "data_dir": str(locations.data_dir.resolve())},
@@ -377,9 +338,9 @@ def session_text(locations: Any, project: str | None, cwd: str | None, budget: i
 
 
 def start_helper(locations: Any, settle_s: float = 0.0) -> None:
-    """Start the warm helper in the background when none runs (``lore.agent.daemon.ensure_started``); never raises."""
+    """Start the warm helper in the background when none runs (``lore.agent.client.ensure_started``); never raises."""
     try:
-        from lore.agent.daemon import ensure_started
+        from lore.agent.client import ensure_started
 
         ensure_started(locations.index_dir, locations.data_dir, settle_s)
     except Exception as exc:

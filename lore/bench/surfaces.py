@@ -49,7 +49,8 @@ def measure(work: Path, progress: Progress = _quiet, prompt_limit: int | None = 
 
 
 def _measure(work: Path, progress: Progress, prompt_limit: int | None) -> dict[str, Any]:
-    from lore.agent.hook import DEFAULT_BUDGET, context_for_prompt, hook_output, is_trivial
+    from lore.agent.hook import DEFAULT_BUDGET, hook_output, is_trivial
+    from lore.agent.prompt import context_for_prompt
     from lore.agent.session import session_start_text
     from lore.bench import demo_dir
     from lore.bench.corpora import read_jsonl

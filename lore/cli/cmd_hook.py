@@ -112,45 +112,45 @@ def server_start(
     idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds."),
 ) -> None:
     """Start the warm helper for the current index in the background."""
-    from lore.agent import daemon as server
+    from lore.agent import client
 
     index_dir = state(ctx).locations.index_dir
-    running = server.read_status(index_dir)
+    running = client.read_status(index_dir)
     if running:
         typer.echo(f"lore server already running (pid {running['pid']})")
         return
-    pid = server.start_detached(index_dir, idle)
+    pid = client.start_detached(index_dir, idle)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        status = server.read_status(index_dir)
+        status = client.read_status(index_dir)
         if status:
             typer.echo(f"lore server started (pid {status['pid']}, idle exit after {idle}s)")
             return
         time.sleep(0.05)
-    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {server.server_paths(index_dir)['dir']}", err=True)
+    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {client.server_paths(index_dir)['dir']}", err=True)
     raise typer.Exit(1)
 
 
 @server_app.command("run")
 def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:
     """Run the warm helper in the foreground (what `start` runs)."""
-    from lore.agent import daemon as server
+    from lore.agent import daemon
 
-    raise typer.Exit(server.serve(idle))
+    raise typer.Exit(daemon.serve(idle))
 
 
 @server_app.command("status")
 def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show whether a helper serves the current index."""
-    from lore.agent import daemon as server
+    from lore.agent import client
 
     index_dir = state(ctx).locations.index_dir
-    status = server.read_status(index_dir)
+    status = client.read_status(index_dir)
     if as_json:
-        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": server.auto_start_enabled()}))
+        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": client.auto_start_enabled()}))
         return
     if status is None:
-        typer.echo(f"lore server: not running (auto-start {'on' if server.auto_start_enabled() else 'off'})")
+        typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled() else 'off'})")
         return
     uptime = time.time() - float(status.get("started_at", time.time()))
     typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
@@ -160,9 +160,9 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
 @server_app.command("stop")
 def server_stop(ctx: typer.Context) -> None:
     """Stop the helper for the current index."""
-    from lore.agent import daemon as server
+    from lore.agent import client
 
-    pid = server.stop(state(ctx).locations.index_dir)
+    pid = client.stop(state(ctx).locations.index_dir)
     typer.echo("lore server: not running" if pid is None else f"lore server stopped (pid {pid})")
 
 
@@ -180,11 +180,11 @@ def server_enable() -> None:
 @server_app.command("disable")
 def server_disable(ctx: typer.Context) -> None:
     """The hooks no longer start the helper; the one serving the current index is stopped."""
-    from lore.agent import daemon as server
+    from lore.agent import client
     from lore.paths import state_dir
 
     path = state_dir() / "server-off"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
-    stopped = server.stop(state(ctx).locations.index_dir)
+    stopped = client.stop(state(ctx).locations.index_dir)
     typer.echo("lore server auto-start disabled" + (f"; stopped the running helper (pid {stopped})" if stopped else ""))

@@ -75,9 +75,9 @@ def install_command(
     if not dry_run and any(outcome.changed for outcome in outcomes):
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
-    from lore.agent import daemon as server
+    from lore.agent import client
 
-    if not dry_run and not server.auto_start_enabled():
+    if not dry_run and not client.auto_start_enabled():
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
         # (imports and index load alone take ~250 ms on a small machine).
         typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "
