@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
     from lore.capture import WriteResult
     from lore.context import ContextBlock
-    from lore.index.manager import IndexReader
     from lore.paths import Locations
     from lore.rank.pipeline import SearchResponse as RankedResponse
     from lore.search import SearchSession
@@ -229,14 +228,11 @@ class Lore:
 
     def search(self, query: str, **options: Any) -> SearchResponse:
         """Hybrid search, as `lore search` (options: limit, kinds, tags, since, until, include_all, ...)."""
-        response, reader = self._search(query, options)
+        response = self._search(query, options)
         from lore.render.results import iso
 
-        hits = []
-        for hit in response.hits:
-            doc = reader.table.doc(hit.row)
-            hits.append(SearchHit(hit.id, hit.kind, str(doc["title"]), str(doc["content"]), round(hit.score, 6),
-                                  hit.project, hit.status, iso(hit.time)))  # fmt: skip
+        hits = [SearchHit(hit.id, hit.kind, hit.title, hit.content, round(hit.score, 6), hit.project, hit.status,
+                          iso(hit.time)) for hit in response.hits]  # fmt: skip
         return SearchResponse(response.query, tuple(hits), response.gap.gap, tuple(response.warnings))
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
@@ -245,10 +241,10 @@ class Lore:
 
         if budget_tokens < 10 or max_items < 1:
             raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
-        response, reader = self._search(query, {"limit": max_items, "graph_depth": 1})
-        return assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
+        response = self._search(query, {"limit": max_items, "graph_depth": 1})
+        return assemble(response, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
 
-    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> tuple[RankedResponse, IndexReader]:
+    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> RankedResponse:
         from lore.paths import require_data_dir
         from lore.search import SearchSession, refresh_policy, search, search_options
 
@@ -258,8 +254,10 @@ class Lore:
         if unknown:
             raise UsageError(f"unknown search option {unknown[0]!r}", hint="options: " + ", ".join(sorted(SEARCH_OPTIONS)))
         require_data_dir(self.data_dir)
+        from dataclasses import replace
+
         opts = search_options(**options, current_project=self.project)
-        opts.retrieval_limit = max(opts.retrieval_limit, opts.limit)
+        opts = replace(opts, retrieval_limit=max(opts.retrieval_limit, opts.limit))
         if self._session is None:
             self._session = SearchSession(self.locations)
         return search(self._session, query, opts, policy=refresh_policy(), log_access=log_access)
@@ -303,7 +301,7 @@ class Lore:
         if topic is not None and topic.strip():
             if lookback < 1:
                 raise UsageError(f"lookback must be at least 1, got {lookback}")
-            response, _ = self._search(topic, {"limit": lookback}, log_access=False)
+            response = self._search(topic, {"limit": lookback}, log_access=False)
             snapshot = self.store.load()
             found = [] if response.gap.gap else response.hits
             records = [snapshot.records[h.id] for h in found if h.id in snapshot.records]

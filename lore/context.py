@@ -74,9 +74,8 @@ def defang(text: str) -> str:
     return _FENCE_TAG.sub("‹", text)
 
 
-def _item_text(reader: Any, hit: Candidate) -> str:
-    doc = reader.table.doc(hit.row)
-    return defang(one_line(strip_control(doc.get("summary") or doc["title"])))
+def _item_text(hit: Candidate) -> str:
+    return defang(one_line(strip_control(hit.summary or hit.title)))
 
 
 def _meta(item: ContextItem, fmt: str) -> str:
@@ -133,7 +132,6 @@ def render_items(items: list[ContextItem], budget: int, fmt: str, *, fenced: boo
 
 def assemble(
     response: SearchResponse,
-    reader: Any,
     *,
     budget_chars: int,
     max_items: int = 5,
@@ -152,7 +150,7 @@ def assemble(
     floor = MIN_SHARE_OF_TOP ** RELEVANCE_SHARPNESS * max(h.score for h in response.hits)
     for hit in [h for h in response.hits if h.score >= floor][:max_items]:
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
-        text = _item_text(reader, hit)
+        text = _item_text(hit)
         if hit.path:
             text = f"{text} (via {defang(one_line(hit.path[0]))})"
         items.append(ContextItem(hit.id, hit.kind, text, round(hit.confidence, 2), age(moment, now_dt), round(hit.score, 4),

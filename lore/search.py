@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lore.errors import ModelError, UsageError
@@ -17,6 +17,7 @@ from lore.rank import access as access_log
 from lore.rank import intent
 from lore.rank.pipeline import SearchOptions, SearchResponse, run
 from lore.rank.query import scrub_query
+from lore.rank.stages import Candidate
 
 LLM_TIMEOUT_S = 4.0
 ACCESS_TOP = 3
@@ -83,7 +84,11 @@ def search(
     log_access: bool = True,
     progress: Progress = _no_progress,
     use_llm: bool = True,
-) -> tuple[SearchResponse, IndexReader]:
+) -> SearchResponse:
+    """Search for ``raw_query``: the response's hits carry their id, kind, title, content and score.
+
+    ``options`` is never written to; the hits are what every renderer reads.
+    """
     started = time.perf_counter()
     scrubbed = scrub_query(raw_query)
     t_open = time.perf_counter()
@@ -100,9 +105,10 @@ def search(
     if session.access is None:
         session.access = access_log.load_stats(session.locations.access_log)
     if use_llm and options.hyde_text is None and "hyde" in options.channels:
-        options.hyde_text = llm_pseudo_answer(scrubbed.text)
+        options = replace(options, hyde_text=llm_pseudo_answer(scrubbed.text))
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
                    centroids=(lambda: session.get_centroids(reader)) if options.adaptive else None)  # fmt: skip
+    response.hits = [with_text(reader, hit) for hit in response.hits]
     response.warnings = [*session.warnings, *response.warnings]
     if session.encoder_error and reader.has_vectors:
         response.warnings.append(f"{session.encoder_error}; lexical results only")
@@ -121,7 +127,14 @@ def search(
             count, _ = session.access.get(rid, (0, 0.0))
             session.access[rid] = (count + 1, now)
     response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
-    return response, reader
+    return response
+
+
+def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
+    """``hit`` with its record's title, content and summary, read from the index's docs file."""
+    doc = reader.table.doc(hit.row)
+    return hit.evolve(title=str(doc.get("title") or ""), content=str(doc.get("content") or ""),
+                      summary=str(doc.get("summary") or ""))  # fmt: skip
 
 
 def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: str | None = None,

@@ -142,7 +142,7 @@ class LoreMCP:
             except LoreError as error:
                 return error_result(error)
 
-    def run_search(self, query: str, options: Any) -> tuple[Any, Any]:
+    def run_search(self, query: str, options: Any) -> Any:
         from lore.search import search
 
         if not query.strip():
@@ -173,15 +173,15 @@ class LoreMCP:
         from lore.render.results import brief_hits, brief_line, response_json
         from lore.render.text import one_line
 
-        response, reader = self.run_search(query, self.options(limit=limit, kind=kind, project=project))
+        response = self.run_search(query, self.options(limit=limit, kind=kind, project=project))
         data: dict[str, Any]
         if verbose:
-            data = response_json(response, reader)
+            data = response_json(response)
             lines = [f"{hit['id']}  {hit['type']}  score {hit['score']:.4f}  {one_line(hit['title'])}"
                      for hit in data["results"]]  # fmt: skip
             warnings = data["warnings"]
         else:
-            hits = brief_hits(response, reader)
+            hits = brief_hits(response)
             lines = [brief_line(hit) for hit in hits]
             warnings = list(response.warnings)
             data = {"results": hits, "evidence_gap": response.gap.gap}
@@ -197,8 +197,8 @@ class LoreMCP:
     def context(self, query: str, budget_tokens: int, max_items: int, verbose: bool = False) -> CallToolResult:
         from lore.context import CHARS_PER_TOKEN, GAP_LINE, assemble, block_json
 
-        response, reader = self.run_search(query, self.options(limit=max_items, graph_depth=1))
-        block = assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
+        response = self.run_search(query, self.options(limit=max_items, graph_depth=1))
+        block = assemble(response, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
                          fenced=True, gap_line=True)  # fmt: skip
         text = block.text or GAP_LINE
         if verbose:

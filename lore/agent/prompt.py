@@ -25,8 +25,8 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
 
     project = detect_project(cwd) if cwd else None
     options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
-    response, reader = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
-    block = assemble(response, reader, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
+    response = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
+    block = assemble(response, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
     return block.text
 
 

@@ -60,18 +60,18 @@ def search(
                             fusion=fusion)  # fmt: skip
     progress, stop = terminal_progress()
     try:
-        response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                      policy=search_refresh_policy(), progress=progress)  # fmt: skip
+        response = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
+                              policy=search_refresh_policy(), progress=progress)  # fmt: skip
     finally:
         stop()
     if as_json:
         from lore.render.results import response_json
 
-        typer.echo(orjson.dumps(response_json(response, reader)).decode())
+        typer.echo(orjson.dumps(response_json(response)).decode())
         return
     from lore.render.terminal import render_search
 
-    render_search(response, reader, explain=explain)
+    render_search(response, explain=explain)
 
 
 @app.command()
@@ -100,9 +100,9 @@ def context(
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None)  # fmt: skip
-    response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                  policy=search_refresh_policy())  # fmt: skip
-    block = assemble(response, reader, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
+    response = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
+                          policy=search_refresh_policy())  # fmt: skip
+    block = assemble(response, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
     if synthesize:
         block = run_synthesis(block)
     for notice in block.notices:

@@ -29,7 +29,7 @@ CHANNELS = ("bm25", "vector", "hyde", "graph")
 GRAPH_SEEDS = 5
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchOptions:
     limit: int = 10
     retrieval_limit: int = 30

@@ -55,6 +55,11 @@ class Candidate:
     max_similarity: float | None = None
     # Share of the query's idf mass the record contains (None: no lexical channel or no terms).
     coverage: float | None = None
+    # The record's text, filled in for the hits a search returns (``lore.search.search``):
+    # renderers read these, never the index.
+    title: str = ""
+    content: str = ""
+    summary: str = ""
 
     @property
     def score(self) -> float:

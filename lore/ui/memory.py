@@ -17,7 +17,7 @@ from lore.paths import Locations
 
 if TYPE_CHECKING:
     from lore.index.graph import Adjacency, Neighbourhood
-    from lore.index.manager import IndexReader, IndexStatus
+    from lore.index.manager import IndexStatus
     from lore.rank.pipeline import SearchOptions, SearchResponse
     from lore.store.health import Diagnosis
     from lore.store.store import Snapshot, Store
@@ -91,7 +91,7 @@ class Memory:
 
         return search_options(current_project=self.current_project, **chosen)
 
-    def search(self, query: str, options: SearchOptions) -> tuple[SearchResponse, IndexReader]:
+    def search(self, query: str, options: SearchOptions) -> SearchResponse:
         """`lore search`'s pipeline, as the CLI runs it, without logging the query as an access.
 
         A person browsing is not an agent retrieving: reinforcement counts what agents
