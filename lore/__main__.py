@@ -87,7 +87,7 @@ def _running(pid: int) -> bool:
         return True  # no /proc: kill(0) alone says it runs
 
 
-# Global options that take a value (lore.cli.app's callback); the command follows them.
+# Global options that take a value (lore.cli.base's callback); the command follows them.
 _VALUED = frozenset({"--data-dir", "--index-dir", "--project", "-P"})
 
 

@@ -9,7 +9,7 @@ import time
 
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 
 hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, handoff stubs, install.", no_args_is_help=True)
 app.add_typer(hook_app, name="hook")

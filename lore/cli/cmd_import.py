@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 
 if TYPE_CHECKING:
     from lore import transfer

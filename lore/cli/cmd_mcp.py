@@ -6,7 +6,7 @@ import importlib.util
 
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import LoreError
 
 

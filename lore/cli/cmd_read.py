@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import orjson
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import NotFoundError
 from lore.render.records import KIND_LABEL, handoff_text, list_line, record_json, show_text
 from lore.store.records import normalise_kind

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import UsageError
 from lore.paths import require_data_dir
 

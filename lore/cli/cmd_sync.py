@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import orjson
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 
 if TYPE_CHECKING:
     from lore.sync import engine

@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lore.rank.fusion import RELEVANCE_SHARPNESS
+
+if TYPE_CHECKING:
+    from lore.index.manager import IndexReader
 
 DAY = 86400.0
 
@@ -80,6 +83,16 @@ class Candidate:
         copy.__dict__.update(self.__dict__)
         copy.__dict__.update(changes)
         return copy
+
+
+def candidate_at(reader: IndexReader, row: int) -> Candidate:
+    """A candidate for table row ``row``, with the metadata every stage reads (no channel evidence yet)."""
+    t = reader.table
+    return Candidate(
+        id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
+        time=t.times[row], confidence=t.confidence[row], importance=t.importance[row], pinned=t.pinned[row],
+        tags=tuple(t.tags_of(row)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
