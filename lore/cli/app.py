@@ -20,6 +20,7 @@ from lore.cli import (  # noqa: F401
     cmd_lessons,
     cmd_mcp,
     cmd_read,
+    cmd_records,
     cmd_search,
     cmd_sync,
     cmd_ui,

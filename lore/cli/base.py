@@ -80,7 +80,21 @@ def report_error(error: LoreError) -> None:
     typer.echo(message, err=True)
 
 
+# The order `lore --help` (and completion) lists the commands in, whatever module registers them;
+# a command missing here follows, in registration order.
+COMMAND_ORDER = (
+    "bench", "init", "remember", "learn", "handoff", "fail", "observe", "capture", "retract", "delete", "supersede",
+    "link", "unlink", "outcome", "validate", "prune", "reflect", "restore", "export", "lessons", "consolidate",
+    "migrate", "mcp", "show", "list", "resume", "stats", "doctor", "search", "context", "sync", "ui", "audit", "hook",
+    "server", "import", "index", "lesson",
+)  # fmt: skip
+
+
 class LoreGroup(TyperGroup):
+    def list_commands(self, ctx: Any) -> list[str]:
+        position = {name: number for number, name in enumerate(COMMAND_ORDER)}
+        return sorted(super().list_commands(ctx), key=lambda name: position.get(name, len(COMMAND_ORDER)))
+
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
