@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lore.paths import Locations
     from lore.rank.pipeline import SearchResponse as RankedResponse
     from lore.search import SearchSession
+    from lore.settings import Settings
     from lore.store import Record, Store
     from lore.store.store import Edge
 
@@ -83,11 +84,16 @@ class Lore:
     platform data dir; ``LORE_INDEX_DIR``, a per-data-dir cache folder). ``project`` is
     the project new records belong to and searches favour (default: detected from the
     working directory, as the CLI does). ``actor`` is who the audit log names (default:
-    ``LORE_ACTOR``, else ``api:user@host``).
+    ``LORE_ACTOR``, else ``api:user@host``). ``settings`` are the ``LORE_*`` settings
+    (default: ``Settings.from_env()``, read and checked here, once; docs/settings.md).
     """
 
     def __init__(self, data_dir: str | Path | None = None, index_dir: str | Path | None = None,
-                 project: str | None = None, *, actor: str | None = None) -> None:  # fmt: skip
+                 project: str | None = None, *, actor: str | None = None,
+                 settings: Settings | None = None) -> None:  # fmt: skip
+        from lore.settings import Settings
+
+        self.settings = settings if settings is not None else Settings.from_env()
         self._data_dir = data_dir
         self._index_dir = index_dir
         self._project = project
@@ -127,15 +133,13 @@ class Lore:
     @property
     def store(self) -> Store:
         if self._store is None:
-            import os
-
             from lore.store import Store
-            from lore.store.audit import actor_from_env
+            from lore.store.audit import default_actor
 
             # As the CLI: only the default data dir is created on a first write; a named one
             # that does not exist is more likely a typo.
-            default = self._data_dir is None and not os.environ.get("LORE_DATA_DIR")
-            actor = self._actor or actor_from_env("api")
+            default = self._data_dir is None and not self.settings.data_dir
+            actor = self._actor or self.settings.actor or default_actor("api")
             self._store = Store(self.data_dir, actor=actor, create_missing=default)
         return self._store
 
@@ -246,7 +250,7 @@ class Lore:
 
     def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> RankedResponse:
         from lore.paths import require_data_dir
-        from lore.search import SearchSession, refresh_policy, search, search_options
+        from lore.search import SearchSession, search, search_options
 
         if not query.strip():
             raise UsageError("the query is empty")
@@ -260,7 +264,7 @@ class Lore:
         opts = replace(opts, retrieval_limit=max(opts.retrieval_limit, opts.limit))
         if self._session is None:
             self._session = SearchSession(self.locations)
-        return search(self._session, query, opts, policy=refresh_policy(), log_access=log_access)
+        return search(self._session, query, opts, policy=self.settings.index_refresh, log_access=log_access)
 
     # -- lessons (RFC-0011) -------------------------------------------------------------
     def distill_lesson(self, situation: str, error_pattern: str, oversight: str, fix: str, rule: str,

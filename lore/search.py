@@ -5,7 +5,6 @@ The CLI, the hook, the warm helper and the MCP server all call ``search``.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -202,13 +201,4 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
     )
 
 
-REFRESH_POLICIES = ("refresh", "warn", "ignore")
 FUSIONS = ("score", "rrf")
-
-
-def refresh_policy() -> str:
-    """``LORE_INDEX_REFRESH``: what a search does with a stale index (refresh it, warn, or ignore)."""
-    policy = os.environ.get("LORE_INDEX_REFRESH", "refresh").strip().lower() or "refresh"
-    if policy not in REFRESH_POLICIES:
-        raise UsageError(f"LORE_INDEX_REFRESH={policy!r} is not a policy", hint="use " + ", ".join(REFRESH_POLICIES))
-    return policy

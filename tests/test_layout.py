@@ -141,8 +141,12 @@ def test_the_agent_surfaces_import_one_way() -> None:
             assert "lore.cli.app" not in targets, module
 
 
-def test_the_prompt_hook_module_imports_only_the_standard_library_and_its_own_package() -> None:
+def test_the_prompt_hook_module_imports_only_the_standard_library_its_package_and_the_settings() -> None:
     code = "import sys, lore.agent.hook\nprint(','.join(sorted(n for n in sys.modules if n.startswith('lore'))))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
     assert set(out.stdout.strip().split(",")) == {"lore", "lore.agent", "lore.agent.hook", "lore.agent.log",
-                                                  "lore.agent.prompt"}  # fmt: skip
+                                                  "lore.agent.prompt", "lore.errors", "lore.settings"}  # fmt: skip
+    # ... and no dataclasses (~14 ms here): lore.settings.Settings is a NamedTuple for that reason.
+    code = "import sys, lore.agent.hook\nprint('dataclasses' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
+    assert out.stdout.strip() == "False"

@@ -228,7 +228,8 @@ HOLDING_CALLER = """
 import sys
 from pathlib import Path
 from lore.agent.client import ensure_started
-print(ensure_started(Path(sys.argv[1]), Path(sys.argv[2])), flush=True)
+from lore.settings import Settings
+print(ensure_started(Path(sys.argv[1]), Path(sys.argv[2]), server=Settings.from_env().server), flush=True)
 sys.stdin.readline()  # a hook still working: the helper must not warm up beside it
 """
 

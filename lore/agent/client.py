@@ -54,11 +54,10 @@ def _current_index_dir() -> Path:
     return Locations.resolve().index_dir
 
 
-def auto_start_enabled() -> bool:
-    """Whether the hooks start the helper: on unless ``LORE_SERVER=off`` or ``lore server disable``."""
-    value = os.environ.get("LORE_SERVER")
-    if value is not None and value.strip():
-        return value.strip().lower() not in ("off", "0", "false", "no", "disable", "disabled")
+def auto_start_enabled(server: bool | None) -> bool:
+    """Whether the hooks start the helper: ``LORE_SERVER`` (``Settings.server``) when set, else not ``lore server disable``."""
+    if server is not None:
+        return server
     from lore.paths import state_dir
 
     return not (state_dir() / "server-off").exists()
@@ -142,14 +141,14 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     return process.pid
 
 
-def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0) -> int | None:
+def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0, *, server: bool | None) -> int | None:
     """Start a helper for ``index_dir`` in the background unless one serves or is starting.
 
     Never waits for it: the caller (a hook) answers this prompt without it. Returns the
     new helper's pid, or None when none was started (disabled, no data dir, one runs,
     or one died moments ago). Costs a few stat calls when a helper runs.
     """
-    if not auto_start_enabled() or not data_dir.is_dir():
+    if not auto_start_enabled(server) or not data_dir.is_dir():
         return None
     paths = server_paths(index_dir)
     if read_status(index_dir) is not None:

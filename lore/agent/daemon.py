@@ -7,7 +7,7 @@ is warm) and the prompt hook starts it when none runs, both without waiting for
 it (``ensure_started``); ``lore server disable`` or ``LORE_SERVER=off`` turn
 that off. A single instance per index (file lock). It exits after an idle
 period (default 10 minutes), when its index is rebuilt or removed, when its
-data dir disappears, and when its resident memory passes ``max_rss_bytes()``
+data dir disappears, and when its resident memory passes ``LORE_SERVER_MAX_RSS_MB``
 (the next prompt starts a fresh one). ``lore server status|stop`` show and stop
 it; the hook falls back to in-process work whenever it does not answer.
 Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
@@ -33,18 +33,10 @@ if TYPE_CHECKING:
 
 ACCEPT_POLL_S = 1.0
 MAX_REQUEST = 1 << 20
-# The helper exits once its resident set passes this (LORE_SERVER_MAX_RSS_MB overrides):
-# about 100 MB at 10,000 records and 250 MB at 50,000 here, so only a leak or a far
-# larger store reaches it; the next prompt then starts a fresh helper.
-DEFAULT_MAX_RSS_MB = 512
-
-
-def max_rss_bytes() -> int:
-    try:
-        megabytes = float(os.environ.get("LORE_SERVER_MAX_RSS_MB", DEFAULT_MAX_RSS_MB))
-    except ValueError:
-        megabytes = DEFAULT_MAX_RSS_MB
-    return int(max(32.0, megabytes) * 1024 * 1024)
+# The helper exits once its resident set passes lore.settings.DEFAULT_SERVER_MAX_RSS_MB
+# (512; LORE_SERVER_MAX_RSS_MB overrides): about 100 MB at 10,000 records and 250 MB at
+# 50,000 here, so only a leak or a far larger store reaches it; the next prompt then
+# starts a fresh helper.
 
 
 def rss_bytes() -> int | None:
@@ -70,8 +62,15 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
 
     import filelock
 
+    from lore.errors import LoreError
     from lore.paths import Locations
+    from lore.settings import Settings
 
+    try:
+        settings = Settings.from_env()
+    except LoreError as error:
+        sys.stderr.write(f"lore server exiting: {error.message}\n")
+        return 1
     locations = Locations.resolve()
     for name in ("LORE_CACHE_DIR", "LORE_STATE_DIR"):  # read again later, after the chdir below
         if os.environ.get(name):
@@ -154,7 +153,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
 
-    rss_limit = max_rss_bytes()
+    rss_limit = settings.server_max_rss_bytes
     write_status()
     reason = "stopped"
     try:

@@ -38,6 +38,7 @@ except ImportError:  # mcp 1.x
 from lore import __version__
 from lore.errors import DuplicateError, LoreError, UsageError
 from lore.paths import Locations
+from lore.settings import Settings
 from lore.store.records import KINDS, RELATIONS
 
 SERVER_NAME = "lore"
@@ -107,9 +108,12 @@ def error_result(error: LoreError) -> CallToolResult:
 class LoreMCP:
     """The server's state: where the data lives, the warm search session, the default project."""
 
-    def __init__(self, locations: Locations, *, project: str | None = None, cwd: Path | None = None) -> None:
+    def __init__(self, locations: Locations, *, project: str | None = None, cwd: Path | None = None,
+                 settings: Settings | None = None) -> None:  # fmt: skip
         from lore.search import SearchSession
 
+        # Read and checked once, at start: the server accepts exactly what the CLI accepts.
+        self.settings = settings if settings is not None else Settings.from_env()
         self.locations = locations
         self.cwd = cwd or Path.cwd()
         self.default_project = project
@@ -130,9 +134,9 @@ class LoreMCP:
 
     def store(self) -> Any:
         from lore.store import Store
-        from lore.store.audit import actor_from_env
+        from lore.store.audit import default_actor
 
-        return Store(self.locations.data_dir, actor=actor_from_env("mcp"))
+        return Store(self.locations.data_dir, actor=self.settings.actor or default_actor("mcp"))
 
     def call(self, work: Callable[[], CallToolResult]) -> CallToolResult:
         """Run a tool body: serialised, stdout kept off the wire, LoreError -> error result."""
@@ -148,7 +152,7 @@ class LoreMCP:
         if not query.strip():
             raise UsageError("the query is empty", hint="say what the memory should be about")
         self.store().require()
-        return search(self.session, query, options, policy=os.environ.get("LORE_INDEX_REFRESH", "refresh"))
+        return search(self.session, query, options, policy=self.settings.index_refresh)
 
     def options(self, *, limit: int, kind: str | None = None, project: str | None = None,
                 graph_depth: int = 0) -> Any:  # fmt: skip
@@ -259,7 +263,7 @@ class LoreMCP:
         from lore.render.text import one_line, shorten
 
         self.store().require()
-        reader = self.session.open(os.environ.get("LORE_INDEX_REFRESH", "refresh"))
+        reader = self.session.open(self.settings.index_refresh)
         table = reader.table
         seed = _resolve_id(table.ids, record_id.strip())
         found = reader.adjacency.bfs([seed], depth)
@@ -518,11 +522,12 @@ def exit_on_signals(lore: LoreMCP) -> None:
     signal.signal(signal.SIGTERM, on_signal)
 
 
-def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None) -> None:
+def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
+          settings: Settings | None = None) -> None:  # fmt: skip
     """Run the stdio server until the client closes stdin or sends SIGINT/SIGTERM."""
     if not locations.data_dir.is_dir():
         print(f"lore mcp: warning: data directory {locations.data_dir} does not exist; "
               "create it with `lore init`", file=sys.stderr)  # fmt: skip
-    lore = LoreMCP(locations, project=project, cwd=cwd)
+    lore = LoreMCP(locations, project=project, cwd=cwd, settings=settings)
     exit_on_signals(lore)
     build_server(lore).run("stdio")

@@ -7,7 +7,6 @@ until it is called.
 
 from __future__ import annotations
 
-import os
 import time
 
 TYPE_CHECKING = False
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
-                       gap_line: bool = False, policy: str | None = None) -> str:  # fmt: skip
+                       gap_line: bool = False, policy: str = "ignore") -> str:  # fmt: skip
     """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
     from lore.context import assemble
     from lore.project import detect_project
@@ -30,7 +29,7 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
     return block.text
 
 
-def prompt_policy(policy: str | None = None) -> str:
+def prompt_policy(policy: str) -> str:
     """The staleness policy on the prompt path: ``ignore`` (default) or ``warn``, never ``refresh``.
 
     A refresh can take seconds (a full rebuild, minutes): inside the hook's deadline it
@@ -38,7 +37,6 @@ def prompt_policy(policy: str | None = None) -> str:
     exits, so ``LORE_HOOK_REFRESH=refresh`` answers from the index as it is, like ``warn``.
     The next ordinary command (``lore search``, ``lore index``) or the warm helper refreshes.
     """
-    value = policy if policy is not None else os.environ.get("LORE_HOOK_REFRESH", "ignore")
-    return "warn" if value == "refresh" else value
+    return "warn" if policy == "refresh" else policy
 
 

@@ -121,7 +121,7 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
             for _ in range(max(3, rounds // 2)):
                 client.stop(index_dir)
                 started = time.perf_counter()
-                client.ensure_started(index_dir, data_dir)
+                client.ensure_started(index_dir, data_dir, server=True)
                 spawns.append((time.perf_counter() - started) * 1000)
         finally:
             client.stop(index_dir)

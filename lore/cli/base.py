@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperGroup
@@ -21,6 +21,9 @@ from typer.core import TyperGroup
 from lore import __version__
 from lore.errors import LoreError
 from lore.paths import Locations
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 
 def lazy_module(name: str) -> ModuleType:
@@ -50,6 +53,20 @@ class AppState:
     index_dir: str | None = None
     project: str | None = None
     debug: bool = False
+    _settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """The ``LORE_*`` settings, read and checked once, on first use (a bad value is a usage error).
+
+        Not in the callback: ``lore hook ...`` must exit 0 whatever the environment holds,
+        and reads them itself.
+        """
+        if self._settings is None:
+            from lore.settings import Settings
+
+            self._settings = Settings.from_env()
+        return self._settings
 
     @property
     def locations(self) -> Locations:
@@ -57,12 +74,13 @@ class AppState:
 
     def store(self, channel: str = "cli") -> Any:
         from lore.store import Store
-        from lore.store.audit import actor_from_env
+        from lore.store.audit import default_actor
 
+        settings = self.settings
         # Only the default data dir is created on a first write: a --data-dir or LORE_DATA_DIR
         # that does not exist is more likely a typo than a wish for a new store.
-        default = self.data_dir is None and not os.environ.get("LORE_DATA_DIR")
-        return Store(self.locations.data_dir, actor=actor_from_env(channel), create_missing=default)
+        default = self.data_dir is None and not settings.data_dir
+        return Store(self.locations.data_dir, actor=settings.actor or default_actor(channel), create_missing=default)
 
     def current_project(self, cwd: Path | None = None) -> str:
         if self.project:

@@ -88,10 +88,11 @@ def reflect(
 
     from lore.api import Lore
     from lore.render.records import record_json
-    from lore.store.audit import actor_from_env
+    from lore.store.audit import default_actor
 
     st = state(ctx)
-    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=actor_from_env("cli"))
+    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=st.settings.actor or default_actor("cli"),
+                  settings=st.settings)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         record = memory.reflect(topic, lookback)

@@ -59,7 +59,9 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code") -> No
 
     try:
         event = _read_event()
-        if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
+        from lore.settings import Settings
+
+        if not Settings.from_env().hook_handoff:  # a bad setting is logged below: the hook still exits 0
             return
         from lore.agent.session import record_handoff_stub
         from lore.project import detect_project
@@ -147,10 +149,10 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
     index_dir = state(ctx).locations.index_dir
     status = client.read_status(index_dir)
     if as_json:
-        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": client.auto_start_enabled()}))
+        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": client.auto_start_enabled(state(ctx).settings.server)}))
         return
     if status is None:
-        typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled() else 'off'})")
+        typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled(state(ctx).settings.server) else 'off'})")
         return
     uptime = time.time() - float(status.get("started_at", time.time()))
     typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
@@ -167,13 +169,13 @@ def server_stop(ctx: typer.Context) -> None:
 
 
 @server_app.command("enable")
-def server_enable() -> None:
+def server_enable(ctx: typer.Context) -> None:
     """Let the hooks start the helper (the default): SessionStart starts it, a prompt restarts it."""
     from lore.paths import state_dir
 
     (state_dir() / "server-off").unlink(missing_ok=True)
     typer.echo("lore server auto-start enabled: session start and the prompt hook start a helper when none runs")
-    if os.environ.get("LORE_SERVER", "").strip().lower() in ("off", "0", "false", "no", "disable", "disabled"):
+    if state(ctx).settings.server is False:
         typer.echo(f"Note: LORE_SERVER={os.environ['LORE_SERVER']} in this environment still turns it off.", err=True)
 
 

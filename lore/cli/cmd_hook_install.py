@@ -76,8 +76,9 @@ def install_command(
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
     from lore.agent import client
+    from lore.settings import Settings
 
-    if not dry_run and not client.auto_start_enabled():
+    if not dry_run and not client.auto_start_enabled(Settings.from_env().server):
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
         # (imports and index load alone take ~250 ms on a small machine).
         typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "

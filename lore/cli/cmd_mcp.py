@@ -25,4 +25,4 @@ def mcp(ctx: typer.Context) -> None:
         ) from error
 
     st = state(ctx)
-    serve(st.locations, project=st.project)
+    serve(st.locations, project=st.project, settings=st.settings)

@@ -47,7 +47,6 @@ def search(
     """Search decisions, patterns, lessons, handoffs, failures and observations."""
     from lore.cli.cmd_index import terminal_progress
     from lore.search import SearchSession
-    from lore.search import refresh_policy as search_refresh_policy
     from lore.search import search as run_search
 
     if not query.strip():
@@ -61,7 +60,7 @@ def search(
     progress, stop = terminal_progress()
     try:
         response = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                              policy=search_refresh_policy(), progress=progress)  # fmt: skip
+                              policy=st.settings.index_refresh, progress=progress)  # fmt: skip
     finally:
         stop()
     if as_json:
@@ -90,7 +89,6 @@ def context(
     from lore.context import FORMATS, assemble, block_json
     from lore.context import synthesize as run_synthesis
     from lore.search import SearchSession
-    from lore.search import refresh_policy as search_refresh_policy
     from lore.search import search as run_search
 
     if fmt not in FORMATS:
@@ -101,7 +99,7 @@ def context(
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None)  # fmt: skip
     response = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                          policy=search_refresh_policy())  # fmt: skip
+                          policy=st.settings.index_refresh)  # fmt: skip
     block = assemble(response, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
     if synthesize:
         block = run_synthesis(block)
