@@ -24,6 +24,7 @@ from lore.errors import LoreWarning, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
 
     from lore.capture import WriteResult
     from lore.context import ContextBlock
@@ -221,6 +222,33 @@ class Lore:
             return self.store.load().get(record_id)
         except NotFoundError:
             return None
+
+    def records(self, *, kinds: list[str] | None = None, project: str | None = None, tags: list[str] | None = None,
+                since: str | datetime | None = None, until: str | datetime | None = None, include_all: bool = False,
+                limit: int | None = None) -> list[Record]:  # fmt: skip
+        """Records passing every filter, newest first, as `lore list` (``since``/``until``: ``"30d"``, a date, a datetime)."""
+        from datetime import UTC, datetime
+
+        from lore.store.records import normalise_kind
+        from lore.timeparse import parse_when
+
+        now = datetime.now(UTC)
+
+        def when(value: str | datetime | None) -> datetime | None:
+            return parse_when(value, now) if isinstance(value, str) else value
+
+        store = self.store
+        store.require()
+        return store.load().select(kinds={normalise_kind(k) for k in kinds} if kinds else None, project=project,
+                                   tags=tags or (), since=when(since), until=when(until), include_all=include_all,
+                                   limit=limit)  # fmt: skip
+
+    def links(self, record_id: str) -> list[Edge]:
+        """The edges touching a record (either end), in the order they were added."""
+        store = self.store
+        store.require()
+        snapshot = store.load()
+        return snapshot.edges_of(snapshot.get(record_id).id)
 
     def stats(self) -> dict[str, Any]:
         """Records by type, status and project, edges and load warnings (as `lore stats --json`)."""

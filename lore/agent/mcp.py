@@ -220,10 +220,7 @@ class LoreMCP:
         snapshot = store.load()
         record = snapshot.get(record_id.strip())
         payload = record_json(record)
-        payload["links"] = [
-            {"from": e.source, "to": e.target, "relation": e.relation, "weight": e.weight}
-            for e in snapshot.edges if record.id in (e.source, e.target)
-        ]  # fmt: skip
+        payload["links"] = snapshot.links_of(record.id)
         payload = _jsonable(payload)
         return _result(orjson.dumps(payload).decode(), payload)
 
