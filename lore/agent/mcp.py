@@ -156,19 +156,12 @@ class LoreMCP:
 
     def options(self, *, limit: int, kind: str | None = None, project: str | None = None,
                 graph_depth: int = 0) -> Any:  # fmt: skip
-        import time
+        from lore.search import search_options
 
-        from lore.rank.pipeline import SearchOptions
-        from lore.store.records import normalise_kind
-
-        return SearchOptions(
-            limit=limit,
-            types=frozenset({normalise_kind(kind)}) if kind and kind.strip() else None,
-            project_filter=project.strip() if project and project.strip() else None,
-            current_project=self.project(None),
-            graph_depth=graph_depth,
-            now=time.time(),
-        )
+        # The options `lore search` and Lore.search build, from the same function.
+        return search_options(limit=limit, kinds=[kind] if kind and kind.strip() else None,
+                              project=project.strip() if project and project.strip() else None,
+                              graph_depth=graph_depth, current_project=self.project(None))  # fmt: skip
 
     # -- tool bodies --------------------------------------------------------------------
     def search(self, query: str, limit: int, kind: str | None, project: str | None,
