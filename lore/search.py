@@ -202,3 +202,34 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
 
 
 FUSIONS = ("score", "rrf")
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """A record reached from a seed over typed edges: ``steps`` are (relation, "out" | "in", record reached)."""
+
+    id: str
+    kind: str
+    title: str
+    hops: int
+    steps: tuple[tuple[str, str, str], ...]
+
+
+def neighbours(session: SearchSession, record_id: str, depth: int, *, policy: str = "refresh") -> tuple[str, list[Neighbour]]:
+    """The seed's full id and the records within ``depth`` hops of it in the index's graph, nearest first."""
+    from lore.store.store import resolve_id
+
+    if not record_id:
+        raise UsageError("a record id is required")
+    reader = session.open(policy)
+    table = reader.table
+    seed = resolve_id(table.ids, record_id, hint="find ids with the search tool")
+    found = []
+    for other, (hops, path) in sorted(reader.adjacency.bfs([seed], depth).items(), key=lambda kv: (kv[1][0], kv[0])):
+        row = table.row(other)
+        if other == seed or row is None:
+            continue
+        steps = tuple((edge.relation, direction, edge.target if direction == "out" else edge.source)
+                      for edge, direction in path)  # fmt: skip
+        found.append(Neighbour(other, table.kinds[row], str(table.doc(row)["title"]), hops, steps))
+    return seed, found

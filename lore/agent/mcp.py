@@ -251,27 +251,19 @@ class LoreMCP:
     def graph_neighbors(self, record_id: str, depth: int, verbose: bool = False) -> CallToolResult:
         from lore.render.results import BRIEF_TITLE_CHARS
         from lore.render.text import one_line, shorten
+        from lore.search import neighbours as find_neighbours
 
         self.store().require()
-        reader = self.session.open(self.settings.index_refresh)
-        table = reader.table
-        seed = _resolve_id(table.ids, record_id.strip())
-        found = reader.adjacency.bfs([seed], depth)
+        seed, found = find_neighbours(self.session, record_id.strip(), depth, policy=self.settings.index_refresh)
         neighbours = []
-        for other, (hops, path) in sorted(found.items(), key=lambda kv: (kv[1][0], kv[0])):
-            if other == seed:
-                continue
-            row = table.row(other)
-            if row is None:
-                continue
-            chain, steps, at = [seed], [], seed
-            for edge, direction in path:
-                at = edge.target if direction == "out" else edge.source
-                arrow = f"-{edge.relation}->" if direction == "out" else f"<-{edge.relation}-"
-                chain += [arrow, at]
-                steps.append({"relation": edge.relation, "direction": direction, "to": at})
-            neighbour: dict[str, Any] = {"id": other, "type": table.kinds[row], "title": table.doc(row)["title"],
-                                         "hops": hops, "path": " ".join(chain)}  # fmt: skip
+        for near in found:
+            chain: list[str] = [seed]
+            steps = []
+            for relation, direction, at in near.steps:
+                chain += [f"-{relation}->" if direction == "out" else f"<-{relation}-", at]
+                steps.append({"relation": relation, "direction": direction, "to": at})
+            neighbour: dict[str, Any] = {"id": near.id, "type": near.kind, "title": near.title,
+                                         "hops": near.hops, "path": " ".join(chain)}  # fmt: skip
             if verbose:
                 neighbour.update(relations=[s["relation"] for s in steps], steps=steps)
             else:
@@ -282,15 +274,6 @@ class LoreMCP:
         else:
             lines = [f"No records are linked to {seed} within {depth} hop(s)."]
         return _result("\n".join(lines), {"id": seed, "depth": depth, "neighbors": neighbours})
-
-
-def _resolve_id(ids: list[str], wanted: str) -> str:
-    """An exact id, or a unique prefix of 6+ characters (as ``Snapshot.get``)."""
-    if not wanted:
-        raise UsageError("a record id is required")
-    from lore.store.store import resolve_id
-
-    return resolve_id(ids, wanted, hint="find ids with the search tool")
 
 
 def build_server(lore: LoreMCP) -> Any:
