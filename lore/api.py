@@ -291,7 +291,7 @@ class Lore:
         opts = search_options(**options, current_project=self.project)
         opts = replace(opts, retrieval_limit=max(opts.retrieval_limit, opts.limit))
         if self._session is None:
-            self._session = SearchSession(self.locations)
+            self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
         return search(self._session, query, opts, policy=self.settings.index_refresh, log_access=log_access)
 
     # -- lessons (RFC-0011) -------------------------------------------------------------
@@ -337,7 +337,8 @@ class Lore:
             snapshot = self.store.load()
             found = [] if response.gap.gap else response.hits
             records = [snapshot.records[h.id] for h in found if h.id in snapshot.records]
-        result = reflect(self.store, project=self.project, topic=topic, records=records, lookback=lookback)
+        result = reflect(self.store, project=self.project, topic=topic, records=records, lookback=lookback,
+                         llm_cmd=self.settings.llm_cmd)  # fmt: skip
         if result.notice:
             _warn([result.notice], result.record.id)
         return result.record

@@ -166,15 +166,15 @@ def _layout(fmt: str) -> str:
     return "markdown" if fmt == "json" else fmt
 
 
-def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
-    """Ask ``LORE_LLM_CMD`` for a short summary of the excerpts; a notice, never an error, without it.
+def synthesize(block: ContextBlock, command: str | None, timeout: float = 20.0) -> ContextBlock:
+    """Ask ``command`` (``LORE_LLM_CMD``) for a short summary of the excerpts; a notice, never an error, without it.
 
     The summary goes above the excerpts and counts against the same budget: it
     takes at most half, and the excerpts are fitted again into what is left.
     """
     from lore import llm
 
-    if llm.command() is None:
+    if not command:
         block.notices.append("synthesis skipped: set LORE_LLM_CMD to a local command that reads a prompt on stdin")
         return block
     if not block.items:
@@ -182,7 +182,7 @@ def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
     excerpts = "\n".join(f"- [{i.kind}] {i.text} (id: {i.id})" for i in block.items)
     prompt = (f"Question: {block.query}\n\nExcerpts from the team's memory:\n{excerpts}\n\n"
               "Summarise in at most three sentences what these excerpts say about the question, citing ids.")  # fmt: skip
-    reply = llm.ask(prompt, timeout)
+    reply = llm.ask(prompt, timeout, command)
     summary = " ".join(strip_control(reply.text or "").split())
     if reply.failure is not None or not summary:
         block.notices.append(f"synthesis failed: {reply.failure or 'LORE_LLM_CMD printed nothing'}")

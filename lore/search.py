@@ -33,6 +33,7 @@ class SearchSession:
     centroids: dict[str, list[float]] | None = None
     access: dict[str, tuple[int, float]] | None = None
     warnings: list[str] = field(default_factory=list)
+    llm_cmd: str | None = None  # LORE_LLM_CMD (Settings.llm_cmd): a pseudo-answer for the HyDE channel
 
     def open(self, policy: str = "refresh", progress: Progress = _no_progress) -> IndexReader:
         manager = IndexManager(self.locations)
@@ -64,13 +65,13 @@ class SearchSession:
         return self.centroids
 
 
-def llm_pseudo_answer(query: str) -> str | None:
-    """A two-sentence answer from ``LORE_LLM_CMD`` (query on stdin); None on any problem."""
+def llm_pseudo_answer(query: str, command: str | None) -> str | None:
+    """A two-sentence answer from ``command`` (``LORE_LLM_CMD``; query on stdin); None on any problem."""
     from lore import llm
 
-    if llm.command() is None:
+    if not command:
         return None
-    reply = llm.ask(f"In two sentences, answer as a team's engineering notes would: {query}", LLM_TIMEOUT_S)
+    reply = llm.ask(f"In two sentences, answer as a team's engineering notes would: {query}", LLM_TIMEOUT_S, command)
     return reply.text[:1000] if reply.text else None
 
 
@@ -103,8 +104,8 @@ def search(
             return encoder.encode(texts)
     if session.access is None:
         session.access = access_log.load_stats(session.locations.access_log)
-    if use_llm and options.hyde_text is None and "hyde" in options.channels:
-        options = replace(options, hyde_text=llm_pseudo_answer(scrubbed.text))
+    if use_llm and session.llm_cmd and options.hyde_text is None and "hyde" in options.channels:
+        options = replace(options, hyde_text=llm_pseudo_answer(scrubbed.text, session.llm_cmd))
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
                    centroids=(lambda: session.get_centroids(reader)) if options.adaptive else None)  # fmt: skip
     response.hits = [with_text(reader, hit) for hit in response.hits]

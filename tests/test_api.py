@@ -308,7 +308,7 @@ def test_reflect_through_lore_llm_cmd(data_dir: Path, tmp_path: Path, monkeypatc
     made = _memories(memory)
     prompt = tmp_path / "prompt.txt"
     monkeypatch.setenv("LORE_LLM_CMD", _script(tmp_path / "llm.sh", f"cat > {prompt}\necho 'Sessions live in Postgres now.'\n"))
-    reflection = memory.reflect(lookback=10)
+    reflection = Lore(project="acme").reflect(lookback=10)  # settings are read when a Lore is constructed
     assert reflection.raw["method"] == "llm" and reflection.raw["content"] == "Sessions live in Postgres now."
     asked = prompt.read_text()
     assert made["decision"].id in asked and f"{made['handoff'].id} -implements-> {made['decision'].id}" in asked
@@ -316,7 +316,7 @@ def test_reflect_through_lore_llm_cmd(data_dir: Path, tmp_path: Path, monkeypatc
 
     monkeypatch.setenv("LORE_LLM_CMD", _script(tmp_path / "broken.sh", "exit 3\n"))
     with pytest.warns(LoreWarning, match="LORE_LLM_CMD failed"):
-        fallback = memory.reflect(lookback=10)
+        fallback = Lore(project="acme").reflect(lookback=10)
     assert fallback.raw["method"] == "extractive" and fallback.raw["content"].startswith("Reflection on recent memories")
 
 

@@ -532,8 +532,7 @@ def test_search_hits_carry_their_text_and_the_callers_options_are_left_alone(dat
     script = tmp_path / "llm.sh"
     script.write_text("#!/bin/sh\ncat > /dev/null\necho 'Retries back off exponentially with jitter.'\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("LORE_LLM_CMD", str(script))
-    session = _search_store(data_dir)
+    session = dataclasses.replace(_search_store(data_dir), llm_cmd=str(script))  # the surfaces pass LORE_LLM_CMD so
     options = SearchOptions(adaptive=False, now=NOW)
     response = search(session, "stripe backoff", options, log_access=False)
     # The LLM's pseudo-answer fed this search only: the caller's options are unchanged (and cannot change).

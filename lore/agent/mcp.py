@@ -117,7 +117,7 @@ class LoreMCP:
         self.locations = locations
         self.cwd = cwd or Path.cwd()
         self.default_project = project
-        self.session = SearchSession(locations)
+        self.session = SearchSession(locations, llm_cmd=self.settings.llm_cmd)
         # Sync tools run on worker threads; the session, the store and the stdout
         # redirection are not meant for concurrent use, so tool bodies run one at a time.
         self.lock = threading.Lock()

@@ -59,7 +59,7 @@ def search(
                             fusion=fusion)  # fmt: skip
     progress, stop = terminal_progress()
     try:
-        response = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
+        response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
                               policy=st.settings.index_refresh, progress=progress)  # fmt: skip
     finally:
         stop()
@@ -98,11 +98,11 @@ def context(
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None)  # fmt: skip
-    response = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
+    response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
                           policy=st.settings.index_refresh)  # fmt: skip
     block = assemble(response, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
     if synthesize:
-        block = run_synthesis(block)
+        block = run_synthesis(block, st.settings.llm_cmd)
     for notice in block.notices:
         typer.echo(notice, err=True)
     if fmt == "json":

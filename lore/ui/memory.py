@@ -105,7 +105,7 @@ class Memory:
 
         with self._search_lock:
             if self._session is None:
-                self._session = SearchSession(self.locations)
+                self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
             self._session.access = None
             return search(self._session, query, options, policy=self.settings.index_refresh, log_access=False)
 
@@ -115,7 +115,7 @@ class Memory:
 
         with self._search_lock:
             if self._session is None:
-                self._session = SearchSession(self.locations)
+                self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
             self._session.open(self.settings.index_refresh)
             self._session.get_encoder()
 
