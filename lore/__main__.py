@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(args) >= 2 and args[0] == "hook" and args[1] in ("prompt", "session-start") and "--help" not in args:
         import os
 
-        from lore.hook import run_prompt_hook, run_session_start_hook
+        from lore.agent.hook import run_prompt_hook, run_session_start_hook
 
         code = (run_prompt_hook if args[1] == "prompt" else run_session_start_hook)(args[2:])
         sys.stdout.flush()
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         # What the hooks spawn: nothing is imported before the helper has let the hook that
         # spawned it finish (it shares the CPU with that hook on a small machine).
         _wait_for_spawning_hook()
-        from lore.server import DEFAULT_IDLE_S, serve
+        from lore.agent.daemon import DEFAULT_IDLE_S, serve
 
         idle = DEFAULT_IDLE_S
         if len(args) == 4 and args[2] == "--idle" and args[3].isdigit():
@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _wait_for_spawning_hook() -> None:
-    """Wait while the hook named by LORE_SERVER_AFTER_PID runs (at most 2 s, as lore.server.AFTER_CALLER_S),
-    then LORE_SERVER_SETTLE_MS more (at most 2 s; lore.server.SESSION_SETTLE_S says why)."""
+    """Wait while the hook named by LORE_SERVER_AFTER_PID runs (at most 2 s, as lore.agent.daemon.AFTER_CALLER_S),
+    then LORE_SERVER_SETTLE_MS more (at most 2 s; lore.agent.daemon.SESSION_SETTLE_S says why)."""
     import os
     import time
 
@@ -87,7 +87,7 @@ def _running(pid: int) -> bool:
         return True  # no /proc: kill(0) alone says it runs
 
 
-# Global options that take a value (lore.cli.app's callback); the command follows them.
+# Global options that take a value (lore.cli.base's callback); the command follows them.
 _VALUED = frozenset({"--data-dir", "--index-dir", "--project", "-P"})
 
 

@@ -24,14 +24,15 @@ from lore.errors import LoreWarning, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from datetime import datetime
 
     from lore.capture import WriteResult
     from lore.context import ContextBlock
-    from lore.index.manager import IndexReader
     from lore.paths import Locations
     from lore.rank.pipeline import SearchResponse as RankedResponse
     from lore.search import SearchSession
     from lore.sessions.pipeline import CaptureReport
+    from lore.settings import Settings
     from lore.store import Record, Store
     from lore.store.store import Edge
 
@@ -85,11 +86,16 @@ class Lore:
     platform data dir; ``LORE_INDEX_DIR``, a per-data-dir cache folder). ``project`` is
     the project new records belong to and searches favour (default: detected from the
     working directory, as the CLI does). ``actor`` is who the audit log names (default:
-    ``LORE_ACTOR``, else ``api:user@host``).
+    ``LORE_ACTOR``, else ``api:user@host``). ``settings`` are the ``LORE_*`` settings
+    (default: ``Settings.from_env()``, read and checked here, once; docs/settings.md).
     """
 
     def __init__(self, data_dir: str | Path | None = None, index_dir: str | Path | None = None,
-                 project: str | None = None, *, actor: str | None = None) -> None:  # fmt: skip
+                 project: str | None = None, *, actor: str | None = None,
+                 settings: Settings | None = None) -> None:  # fmt: skip
+        from lore.settings import Settings
+
+        self.settings = settings if settings is not None else Settings.from_env()
         self._data_dir = data_dir
         self._index_dir = index_dir
         self._project = project
@@ -129,15 +135,13 @@ class Lore:
     @property
     def store(self) -> Store:
         if self._store is None:
-            import os
-
             from lore.store import Store
-            from lore.store.audit import actor_from_env
+            from lore.store.audit import default_actor
 
             # As the CLI: only the default data dir is created on a first write; a named one
             # that does not exist is more likely a typo.
-            default = self._data_dir is None and not os.environ.get("LORE_DATA_DIR")
-            actor = self._actor or actor_from_env("api")
+            default = self._data_dir is None and not self.settings.data_dir
+            actor = self._actor or self.settings.actor or default_actor("api")
             self._store = Store(self.data_dir, actor=actor, create_missing=default)
         return self._store
 
@@ -220,6 +224,33 @@ class Lore:
         except NotFoundError:
             return None
 
+    def records(self, *, kinds: list[str] | None = None, project: str | None = None, tags: list[str] | None = None,
+                since: str | datetime | None = None, until: str | datetime | None = None, include_all: bool = False,
+                limit: int | None = None) -> list[Record]:  # fmt: skip
+        """Records passing every filter, newest first, as `lore list` (``since``/``until``: ``"30d"``, a date, a datetime)."""
+        from datetime import UTC, datetime
+
+        from lore.store.records import normalise_kind
+        from lore.timeparse import parse_when
+
+        now = datetime.now(UTC)
+
+        def when(value: str | datetime | None) -> datetime | None:
+            return parse_when(value, now) if isinstance(value, str) else value
+
+        store = self.store
+        store.require()
+        return store.load().select(kinds={normalise_kind(k) for k in kinds} if kinds else None, project=project,
+                                   tags=tags or (), since=when(since), until=when(until), include_all=include_all,
+                                   limit=limit)  # fmt: skip
+
+    def links(self, record_id: str) -> list[Edge]:
+        """The edges touching a record (either end), in the order they were added."""
+        store = self.store
+        store.require()
+        snapshot = store.load()
+        return snapshot.edges_of(snapshot.get(record_id).id)
+
     def stats(self) -> dict[str, Any]:
         """Records by type, status and project, edges and load warnings (as `lore stats --json`)."""
         from lore.store.health import summary
@@ -230,14 +261,11 @@ class Lore:
 
     def search(self, query: str, **options: Any) -> SearchResponse:
         """Hybrid search, as `lore search` (options: limit, kinds, tags, since, until, include_all, ...)."""
-        response, reader = self._search(query, options)
+        response = self._search(query, options)
         from lore.render.results import iso
 
-        hits = []
-        for hit in response.hits:
-            doc = reader.table.doc(hit.row)
-            hits.append(SearchHit(hit.id, hit.kind, str(doc["title"]), str(doc["content"]), round(hit.score, 6),
-                                  hit.project, hit.status, iso(hit.time)))  # fmt: skip
+        hits = [SearchHit(hit.id, hit.kind, hit.title, hit.content, round(hit.score, 6), hit.project, hit.status,
+                          iso(hit.time)) for hit in response.hits]  # fmt: skip
         return SearchResponse(response.query, tuple(hits), response.gap.gap, tuple(response.warnings))
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
@@ -247,12 +275,12 @@ class Lore:
         if budget_tokens < 10 or max_items < 1:
             raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
         # A context block is what an agent is handed: candidates awaiting review never go in it.
-        response, reader = self._search(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
-        return assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
+        response = self._search(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
+        return assemble(response, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
 
-    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> tuple[RankedResponse, IndexReader]:
+    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> RankedResponse:
         from lore.paths import require_data_dir
-        from lore.search import SearchSession, refresh_policy, search, search_options
+        from lore.search import SearchSession, search, search_options
 
         if not query.strip():
             raise UsageError("the query is empty")
@@ -260,11 +288,13 @@ class Lore:
         if unknown:
             raise UsageError(f"unknown search option {unknown[0]!r}", hint="options: " + ", ".join(sorted(SEARCH_OPTIONS)))
         require_data_dir(self.data_dir)
+        from dataclasses import replace
+
         opts = search_options(**options, current_project=self.project)
-        opts.retrieval_limit = max(opts.retrieval_limit, opts.limit)
+        opts = replace(opts, retrieval_limit=max(opts.retrieval_limit, opts.limit))
         if self._session is None:
-            self._session = SearchSession(self.locations)
-        return search(self._session, query, opts, policy=refresh_policy(), log_access=log_access)
+            self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
+        return search(self._session, query, opts, policy=self.settings.index_refresh, log_access=log_access)
 
     # -- capture from sessions ------------------------------------------------------------
     def capture_session(self, path: str | Path, *, session_id: str | None = None, method: str | None = None,
@@ -278,7 +308,7 @@ class Lore:
         from lore.sessions.pipeline import capture_session
 
         return capture_session(self.store, path, project=self._project, session_id=session_id, method=method,
-                               dry_run=dry_run)  # fmt: skip
+                               dry_run=dry_run, settings=self.settings)  # fmt: skip
 
     # -- lessons (RFC-0011) -------------------------------------------------------------
     def distill_lesson(self, situation: str, error_pattern: str, oversight: str, fix: str, rule: str,
@@ -347,11 +377,12 @@ class Lore:
         if topic is not None and topic.strip():
             if lookback < 1:
                 raise UsageError(f"lookback must be at least 1, got {lookback}")
-            response, _ = self._search(topic, {"limit": lookback}, log_access=False)
+            response = self._search(topic, {"limit": lookback}, log_access=False)
             snapshot = self.store.load()
             found = [] if response.gap.gap else response.hits
             records = [snapshot.records[h.id] for h in found if h.id in snapshot.records]
-        result = reflect(self.store, project=self.project, topic=topic, records=records, lookback=lookback)
+        result = reflect(self.store, project=self.project, topic=topic, records=records, lookback=lookback,
+                         llm_cmd=self.settings.llm_cmd)  # fmt: skip
         if result.notice:
             _warn([result.notice], result.record.id)
         return result.record

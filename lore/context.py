@@ -74,9 +74,8 @@ def defang(text: str) -> str:
     return _FENCE_TAG.sub("‹", text)
 
 
-def _item_text(reader: Any, hit: Candidate) -> str:
-    doc = reader.table.doc(hit.row)
-    return defang(one_line(strip_control(doc.get("summary") or doc["title"])))
+def _item_text(hit: Candidate) -> str:
+    return defang(one_line(strip_control(hit.summary or hit.title)))
 
 
 def _meta(item: ContextItem, fmt: str) -> str:
@@ -133,7 +132,6 @@ def render_items(items: list[ContextItem], budget: int, fmt: str, *, fenced: boo
 
 def assemble(
     response: SearchResponse,
-    reader: Any,
     *,
     budget_chars: int,
     max_items: int = 5,
@@ -152,7 +150,7 @@ def assemble(
     floor = MIN_SHARE_OF_TOP ** RELEVANCE_SHARPNESS * max(h.score for h in response.hits)
     for hit in [h for h in response.hits if h.score >= floor][:max_items]:
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
-        text = _item_text(reader, hit)
+        text = _item_text(hit)
         if hit.path:
             text = f"{text} (via {defang(one_line(hit.path[0]))})"
         items.append(ContextItem(hit.id, hit.kind, text, round(hit.confidence, 2), age(moment, now_dt), round(hit.score, 4),
@@ -168,15 +166,15 @@ def _layout(fmt: str) -> str:
     return "markdown" if fmt == "json" else fmt
 
 
-def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
-    """Ask ``LORE_LLM_CMD`` for a short summary of the excerpts; a notice, never an error, without it.
+def synthesize(block: ContextBlock, command: str | None, timeout: float = 20.0) -> ContextBlock:
+    """Ask ``command`` (``LORE_LLM_CMD``) for a short summary of the excerpts; a notice, never an error, without it.
 
     The summary goes above the excerpts and counts against the same budget: it
     takes at most half, and the excerpts are fitted again into what is left.
     """
     from lore import llm
 
-    if llm.command() is None:
+    if not command:
         block.notices.append("synthesis skipped: set LORE_LLM_CMD to a local command that reads a prompt on stdin")
         return block
     if not block.items:
@@ -184,7 +182,7 @@ def synthesize(block: ContextBlock, timeout: float = 20.0) -> ContextBlock:
     excerpts = "\n".join(f"- [{i.kind}] {i.text} (id: {i.id})" for i in block.items)
     prompt = (f"Question: {block.query}\n\nExcerpts from the team's memory:\n{excerpts}\n\n"
               "Summarise in at most three sentences what these excerpts say about the question, citing ids.")  # fmt: skip
-    reply = llm.ask(prompt, timeout)
+    reply = llm.ask(prompt, timeout, command)
     summary = " ".join(strip_control(reply.text or "").split())
     if reply.failure is not None or not summary:
         block.notices.append(f"synthesis failed: {reply.failure or 'LORE_LLM_CMD printed nothing'}")

@@ -1,7 +1,7 @@
 """The one family of errors the lore core raises.
 
 The CLI turns every ``LoreError`` into ``Error: <message>`` (plus a hint) on
-stderr and the error's exit code, in exactly one place (``lore.cli.app``).
+stderr and the error's exit code, in exactly one place (``lore.cli.base``).
 """
 
 from __future__ import annotations

@@ -18,18 +18,14 @@ class LlmReply:
     failure: str | None = None
 
 
-def command() -> str | None:
-    return os.environ.get("LORE_LLM_CMD") or None
-
-
-def ask(prompt: str, timeout: float) -> LlmReply:
-    """Run ``LORE_LLM_CMD`` with ``prompt`` on stdin; never raises.
+def ask(prompt: str, timeout: float, command: str | None) -> LlmReply:
+    """Run ``command`` (``LORE_LLM_CMD``, ``Settings.llm_cmd``) with ``prompt`` on stdin; never raises.
 
     The command runs in its own process group, and the whole group is killed on a
     timeout: a wrapper script's children (``ollama run ...``) must not outlive lore.
     """
-    line = command()
-    if line is None:
+    line = command
+    if not line:
         return LlmReply(None, "LORE_LLM_CMD is not set")
     try:
         argv = shlex.split(line)

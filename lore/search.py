@@ -5,9 +5,8 @@ The CLI, the hook, the warm helper and the MCP server all call ``search``.
 
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lore.errors import ModelError, UsageError
@@ -17,6 +16,7 @@ from lore.rank import access as access_log
 from lore.rank import intent
 from lore.rank.pipeline import SearchOptions, SearchResponse, run
 from lore.rank.query import scrub_query
+from lore.rank.stages import Candidate
 
 LLM_TIMEOUT_S = 4.0
 ACCESS_TOP = 3
@@ -33,6 +33,7 @@ class SearchSession:
     centroids: dict[str, list[float]] | None = None
     access: dict[str, tuple[int, float]] | None = None
     warnings: list[str] = field(default_factory=list)
+    llm_cmd: str | None = None  # LORE_LLM_CMD (Settings.llm_cmd): a pseudo-answer for the HyDE channel
 
     def open(self, policy: str = "refresh", progress: Progress = _no_progress) -> IndexReader:
         manager = IndexManager(self.locations)
@@ -64,13 +65,13 @@ class SearchSession:
         return self.centroids
 
 
-def llm_pseudo_answer(query: str) -> str | None:
-    """A two-sentence answer from ``LORE_LLM_CMD`` (query on stdin); None on any problem."""
+def llm_pseudo_answer(query: str, command: str | None) -> str | None:
+    """A two-sentence answer from ``command`` (``LORE_LLM_CMD``; query on stdin); None on any problem."""
     from lore import llm
 
-    if llm.command() is None:
+    if not command:
         return None
-    reply = llm.ask(f"In two sentences, answer as a team's engineering notes would: {query}", LLM_TIMEOUT_S)
+    reply = llm.ask(f"In two sentences, answer as a team's engineering notes would: {query}", LLM_TIMEOUT_S, command)
     return reply.text[:1000] if reply.text else None
 
 
@@ -83,7 +84,11 @@ def search(
     log_access: bool = True,
     progress: Progress = _no_progress,
     use_llm: bool = True,
-) -> tuple[SearchResponse, IndexReader]:
+) -> SearchResponse:
+    """Search for ``raw_query``: the response's hits carry their id, kind, title, content and score.
+
+    ``options`` is never written to; the hits are what every renderer reads.
+    """
     started = time.perf_counter()
     scrubbed = scrub_query(raw_query)
     t_open = time.perf_counter()
@@ -99,10 +104,11 @@ def search(
             return encoder.encode(texts)
     if session.access is None:
         session.access = access_log.load_stats(session.locations.access_log)
-    if use_llm and options.hyde_text is None and "hyde" in options.channels:
-        options.hyde_text = llm_pseudo_answer(scrubbed.text)
+    if use_llm and session.llm_cmd and options.hyde_text is None and "hyde" in options.channels:
+        options = replace(options, hyde_text=llm_pseudo_answer(scrubbed.text, session.llm_cmd))
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
                    centroids=(lambda: session.get_centroids(reader)) if options.adaptive else None)  # fmt: skip
+    response.hits = [with_text(reader, hit) for hit in response.hits]
     response.warnings = [*session.warnings, *response.warnings]
     if session.encoder_error and reader.has_vectors:
         response.warnings.append(f"{session.encoder_error}; lexical results only")
@@ -121,7 +127,14 @@ def search(
             count, _ = session.access.get(rid, (0, 0.0))
             session.access[rid] = (count + 1, now)
     response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
-    return response, reader
+    return response
+
+
+def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
+    """``hit`` with its record's title, content and summary, read from the index's docs file."""
+    doc = reader.table.doc(hit.row)
+    return hit.evolve(title=str(doc.get("title") or ""), content=str(doc.get("content") or ""),
+                      summary=str(doc.get("summary") or ""))  # fmt: skip
 
 
 def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: str | None = None,
@@ -191,13 +204,35 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
     )
 
 
-REFRESH_POLICIES = ("refresh", "warn", "ignore")
 FUSIONS = ("score", "rrf")
 
 
-def refresh_policy() -> str:
-    """``LORE_INDEX_REFRESH``: what a search does with a stale index (refresh it, warn, or ignore)."""
-    policy = os.environ.get("LORE_INDEX_REFRESH", "refresh").strip().lower() or "refresh"
-    if policy not in REFRESH_POLICIES:
-        raise UsageError(f"LORE_INDEX_REFRESH={policy!r} is not a policy", hint="use " + ", ".join(REFRESH_POLICIES))
-    return policy
+@dataclass(frozen=True)
+class Neighbour:
+    """A record reached from a seed over typed edges: ``steps`` are (relation, "out" | "in", record reached)."""
+
+    id: str
+    kind: str
+    title: str
+    hops: int
+    steps: tuple[tuple[str, str, str], ...]
+
+
+def neighbours(session: SearchSession, record_id: str, depth: int, *, policy: str = "refresh") -> tuple[str, list[Neighbour]]:
+    """The seed's full id and the records within ``depth`` hops of it in the index's graph, nearest first."""
+    from lore.store.store import resolve_id
+
+    if not record_id:
+        raise UsageError("a record id is required")
+    reader = session.open(policy)
+    table = reader.table
+    seed = resolve_id(table.ids, record_id, hint="find ids with the search tool")
+    found = []
+    for other, (hops, path) in sorted(reader.adjacency.bfs([seed], depth).items(), key=lambda kv: (kv[1][0], kv[0])):
+        row = table.row(other)
+        if other == seed or row is None:
+            continue
+        steps = tuple((edge.relation, direction, edge.target if direction == "out" else edge.source)
+                      for edge, direction in path)  # fmt: skip
+        found.append(Neighbour(other, table.kinds[row], str(table.doc(row)["title"]), hops, steps))
+    return seed, found

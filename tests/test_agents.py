@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from lore.agents import RULE_MARKER
-from lore.hook import CURSOR_NOTE
+from lore.agent.agents import RULE_MARKER
+from lore.agent.hook import CURSOR_NOTE
 
 CODEX_CONFIG = """# my Codex settings
 model = "o3"  # the one I like

@@ -52,8 +52,8 @@ def test_import_and_construct_import_nothing_heavy_and_read_nothing(tmp_path: Pa
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     heavy, lore_modules = out.split("\n")[:2]
     assert heavy == ""
-    # Only the API module and the light error family load before the first call.
-    assert set(lore_modules.split(",")) <= {"lore.api", "lore.errors"}
+    # Only the API module, the light error family and the settings load before the first call.
+    assert set(lore_modules.split(",")) <= {"lore.api", "lore.errors", "lore.settings"}
     assert not missing.exists() and not (tmp_path / "idx").exists()
 
 
@@ -308,7 +308,7 @@ def test_reflect_through_lore_llm_cmd(data_dir: Path, tmp_path: Path, monkeypatc
     made = _memories(memory)
     prompt = tmp_path / "prompt.txt"
     monkeypatch.setenv("LORE_LLM_CMD", _script(tmp_path / "llm.sh", f"cat > {prompt}\necho 'Sessions live in Postgres now.'\n"))
-    reflection = memory.reflect(lookback=10)
+    reflection = Lore(project="acme").reflect(lookback=10)  # settings are read when a Lore is constructed
     assert reflection.raw["method"] == "llm" and reflection.raw["content"] == "Sessions live in Postgres now."
     asked = prompt.read_text()
     assert made["decision"].id in asked and f"{made['handoff'].id} -implements-> {made['decision'].id}" in asked
@@ -316,7 +316,7 @@ def test_reflect_through_lore_llm_cmd(data_dir: Path, tmp_path: Path, monkeypatc
 
     monkeypatch.setenv("LORE_LLM_CMD", _script(tmp_path / "broken.sh", "exit 3\n"))
     with pytest.warns(LoreWarning, match="LORE_LLM_CMD failed"):
-        fallback = memory.reflect(lookback=10)
+        fallback = Lore(project="acme").reflect(lookback=10)
     assert fallback.raw["method"] == "extractive" and fallback.raw["content"].startswith("Reflection on recent memories")
 
 

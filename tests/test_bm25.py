@@ -263,7 +263,7 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
     # RRF: it compresses BM25's lead enough for decay to overturn it (score fusion does not).
     options = SearchOptions(channels=("bm25", "graph"), now=corpora.epoch("2026-11-20T00:00:00Z"),
                             disabled_stages=frozenset({"coverage"}), fusion="rrf")  # fmt: skip
-    response, _ = search(SearchSession(Locations.resolve(data_dir)), "kafka consumer lag partition rebalance", options,
+    response = search(SearchSession(Locations.resolve(data_dir)), "kafka consumer lag partition rebalance", options,
                          log_access=False, use_llm=False)  # fmt: skip
     assert response.hits[0].id != "dec-00000001"  # the stages put a fresh record first
     assert response.gap.idf_coverage == pytest.approx(1.0)

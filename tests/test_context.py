@@ -425,9 +425,8 @@ def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_pat
     # A wrapper that starts a child (as `ollama run` would) and waits on it.
     script.write_text(f"#!/bin/sh\nsleep 30 &\necho $! > {pids}\nwait\n")
     script.chmod(0o755)
-    monkeypatch.setenv("LORE_LLM_CMD", str(script))
     # 2 s leaves the wrapper time to start its child even on a loaded machine.
-    reply = llm.ask("anything", timeout=2.0)
+    reply = llm.ask("anything", timeout=2.0, command=str(script))
     assert reply.text is None and reply.failure == "LORE_LLM_CMD gave no answer within 2 s"
     child = int(pids.read_text())
     stat = Path(f"/proc/{child}/stat")

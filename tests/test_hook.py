@@ -130,7 +130,7 @@ def test_deadline_falls_back_to_nothing(indexed: Path) -> None:
 
 
 def test_never_leaves_a_process_behind_unless_enabled(indexed: Path) -> None:
-    from lore.server import server_paths
+    from lore.agent.client import server_paths
 
     run_hook(event())
     paths = server_paths(Locations.resolve(indexed).index_dir)
@@ -139,7 +139,7 @@ def test_never_leaves_a_process_behind_unless_enabled(indexed: Path) -> None:
 
 FAST_PATH = """
 import io, sys, json
-from lore.hook import run_prompt_hook
+from lore.agent.hook import run_prompt_hook
 sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"prompt": sys.argv[1], "cwd": "/tmp"}).encode()))
 run_prompt_hook([])
 heavy = sorted(m for m in ("numpy", "whoosh", "model2vec", "tokenizers", "typer", "rich", "yaml", "networkx",
@@ -165,12 +165,12 @@ def test_in_process_path_avoids_the_cli_stack_and_model2vec(indexed: Path) -> No
 
 @pytest.mark.slow
 def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> None:
-    from lore import server
+    from lore.agent import client
 
     cold = assert_valid_or_empty(run_hook(event()))
     assert cli("server", "start", "--idle", "60").stdout.startswith("lore server started (pid ")
     try:
-        status = server.read_status(Locations.resolve(indexed).index_dir)
+        status = client.read_status(Locations.resolve(indexed).index_dir)
         assert status is not None
         warm = assert_valid_or_empty(run_hook(event()))
         assert warm == cold
@@ -180,23 +180,23 @@ def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> Non
     finally:
         stopped = cli("server", "stop").stdout
     assert stopped.startswith("lore server stopped (pid ")
-    assert server.read_status(Locations.resolve(indexed).index_dir) is None
+    assert client.read_status(Locations.resolve(indexed).index_dir) is None
     assert cli("server", "status").stdout == "lore server: not running (auto-start off)\n"
 
 
 @pytest.mark.slow
 def test_helper_exits_when_its_index_is_rebuilt_and_hook_falls_back(indexed: Path, cli) -> None:
-    from lore import server
+    from lore.agent import client
 
     cli("server", "start", "--idle", "60")
     index_dir = Locations.resolve(indexed).index_dir
-    status = server.read_status(index_dir)
+    status = client.read_status(index_dir)
     assert status is not None
     IndexManager(Locations.resolve(indexed)).build(rebuild=True)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and server.read_status(index_dir) is not None:
+    while time.monotonic() < deadline and client.read_status(index_dir) is not None:
         time.sleep(0.1)
-    assert server.read_status(index_dir) is None
+    assert client.read_status(index_dir) is None
     assert assert_valid_or_empty(run_hook(event()))  # in-process fallback
 
 
@@ -225,7 +225,7 @@ def test_stop_hook_records_a_stub_only_when_enabled(indexed: Path, cli) -> None:
 
 
 def test_vector_cost_estimate_grows_with_the_store() -> None:
-    from lore.hook import ENCODER_LOAD_S, vector_cost_estimate
+    from lore.agent.hook import ENCODER_LOAD_S, vector_cost_estimate
 
     small = vector_cost_estimate({"counts": {"decision": 100}})
     large = vector_cost_estimate({"counts": {"decision": 40_000, "pattern": 10_000}})
@@ -249,7 +249,7 @@ def test_any_input_gives_exit_0_and_valid_hook_json_or_nothing(indexed: Path, pa
     """The in-process hook, fed anything: it returns 0 and writes one valid hook document or nothing."""
     import io
 
-    from lore.hook import run_prompt_hook
+    from lore.agent.hook import run_prompt_hook
 
     raw = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
     out = io.StringIO()

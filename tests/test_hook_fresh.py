@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lore import capture, server
+from lore import capture
+from lore.agent import client
 from lore.capture import WriteOptions
 from lore.index.manager import IndexManager
 from lore.paths import Locations
@@ -93,14 +94,14 @@ def helper(indexed: Path) -> Iterator[dict[str, object]]:
     """A running warm helper (started and stopped through the CLI, as a user would)."""
     index_dir = Locations.resolve(indexed).index_dir
     assert lore_cli("server", "start", "--idle", "60").startswith("lore server started (pid ")
-    status = server.read_status(index_dir)
+    status = client.read_status(index_dir)
     assert status is not None
     try:
         yield status
     finally:
         lore_cli("server", "stop")
         pid = int(status["pid"])  # type: ignore[call-overload]
-        assert server.read_status(index_dir) is None and not alive(pid)
+        assert client.read_status(index_dir) is None and not alive(pid)
         assert helper_processes(index_dir) == []  # nor a refresh it started
 
 
@@ -108,7 +109,7 @@ def served(index_dir: Path, at_least: int = 0) -> int:
     """Requests the helper has answered (waiting a moment for at_least: it counts after replying)."""
     end = time.monotonic() + 10
     while True:
-        status = server.read_status(index_dir)
+        status = client.read_status(index_dir)
         assert status is not None, "the helper is gone"
         if int(status["requests"]) >= at_least or time.monotonic() > end:
             return int(status["requests"])
@@ -150,7 +151,7 @@ def test_helper_notices_a_write_without_a_prompt_and_keeps_answering(indexed: Pa
     lore_cli("observe", NEW_RECORD)
     end = time.monotonic() + 30
     while time.monotonic() < end:
-        status = server.read_status(index_dir)
+        status = client.read_status(index_dir)
         assert status is not None
         if status.get("revision") != revision:
             break
@@ -172,7 +173,7 @@ def test_stopping_the_helper_mid_refresh_leaves_no_process_and_a_usable_index(in
             assert time.monotonic() < end, "the helper never started a refresh"
             time.sleep(0.02)
     else:
-        while not (server.read_status(index_dir) or {}).get("refreshing"):
+        while not (client.read_status(index_dir) or {}).get("refreshing"):
             assert time.monotonic() < end, "the helper never started a refresh"
             time.sleep(0.02)
     assert lore_cli("server", "stop").startswith("lore server stopped (pid ")
@@ -186,9 +187,9 @@ def test_stopping_the_helper_mid_refresh_leaves_no_process_and_a_usable_index(in
 def test_a_client_that_went_away_is_not_an_error(indexed: Path, helper) -> None:
     index_dir = Locations.resolve(indexed).index_dir
     request = {"op": "context", "prompt": PROMPT, "cwd": None, "budget": 1500, "data_dir": str(indexed)}
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-        client.connect(str(server.server_paths(index_dir)["socket"]))
-        client.sendall(json.dumps(request).encode() + b"\n")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(client.server_paths(index_dir)["socket"]))
+        conn.sendall(json.dumps(request).encode() + b"\n")
     # The helper answered a closed socket; it is still serving and logged nothing.
     assert run_hook(REALISTIC_DEADLINE_MS)
     assert served(index_dir, 2) == 2

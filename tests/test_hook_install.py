@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lore.agent.install import is_lore_command, plan_install, plan_uninstall
 from lore.errors import DataError
-from lore.hook_install import is_lore_command, plan_install, plan_uninstall
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "claude-settings"
 EVENTS = ["UserPromptSubmit", "SessionStart", "PreCompact", "Stop"]

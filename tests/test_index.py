@@ -254,7 +254,7 @@ except SystemExit:
     pass
 heavy = sorted(m for m in ("whoosh", "yaml", "pydantic", "model2vec", "networkx", "lore.capture",
                            "lore.curate.lessons", "lore.store.store")
-               # a module bound by lore.cli.app.lazy_module stays a _LazyModule until first used
+               # a module bound by lore.cli.base.lazy_module stays a _LazyModule until first used
                if m in sys.modules and type(sys.modules[m]).__name__ != "_LazyModule")
 print("HEAVY", heavy)
 """

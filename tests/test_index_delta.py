@@ -34,9 +34,11 @@ def seed(data_dir: Path, n: int) -> Store:
 
 
 def ranked(locations: Locations, query: str) -> list[tuple[str, float]]:
-    response, reader = search(SearchSession(locations), query, SearchOptions(now=NOW, limit=20), policy="ignore",
-                              log_access=False, use_llm=False)  # fmt: skip
-    reader.close()
+    session = SearchSession(locations)
+    response = search(session, query, SearchOptions(now=NOW, limit=20), policy="ignore", log_access=False,
+                      use_llm=False)  # fmt: skip
+    if session.reader is not None:
+        session.reader.close()
     return [(hit.id, hit.score) for hit in response.hits]
 
 

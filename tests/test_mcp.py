@@ -310,7 +310,7 @@ def test_search_at_its_defaults_hands_the_model_about_2_kb_for_10_hits(data_dir:
 
     In-process through the SDK server's own call path (the stdio transport is covered above).
     """
-    from lore.mcp_server import LoreMCP, build_server
+    from lore.agent.mcp import LoreMCP, build_server
     from lore.paths import Locations
 
     store = Store(data_dir, actor="test")

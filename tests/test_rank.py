@@ -506,20 +506,42 @@ def test_default_weights_are_fixed_and_zero_weight_channels_are_skipped(data_dir
 
     session = _search_store(data_dir)
     plain = SearchOptions(adaptive=False, now=NOW)
-    lexical, _ = search(session, "stripe backoff", plain, log_access=False, use_llm=False)
+    lexical = search(session, "stripe backoff", plain, log_access=False, use_llm=False)
     assert lexical.gap.idf_coverage == 1.0
     assert lexical.weights == fusion.DEFAULT_WEIGHTS
     # the graph channel weighs 0 by default: it is never computed
     assert "graph" not in lexical.channels_used and {"bm25", "vector", "hyde"} <= set(lexical.channels_used)
 
-    other_words, _ = search(session, "how are transient outages handled", plain, log_access=False, use_llm=False)
+    other_words = search(session, "how are transient outages handled", plain, log_access=False, use_llm=False)
     assert other_words.gap.idf_coverage == 0.0
     assert other_words.weights == fusion.DEFAULT_WEIGHTS
     assert other_words.hits  # found by the vector channels alone
 
     fixed = {"vector": 1.0, "hyde": 0.8, "bm25": 0.6, "graph": 0.3}
-    explicit, _ = search(session, "stripe backoff", replace(plain, weights=fixed), log_access=False, use_llm=False)
+    explicit = search(session, "stripe backoff", replace(plain, weights=fixed), log_access=False, use_llm=False)
     assert explicit.weights == fixed and "hyde" in explicit.channels_used
+
+
+def test_search_hits_carry_their_text_and_the_callers_options_are_left_alone(data_dir, tmp_path, monkeypatch) -> None:
+    import dataclasses
+    import stat
+
+    from lore.rank.pipeline import SearchOptions
+    from lore.search import search
+
+    script = tmp_path / "llm.sh"
+    script.write_text("#!/bin/sh\ncat > /dev/null\necho 'Retries back off exponentially with jitter.'\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    session = dataclasses.replace(_search_store(data_dir), llm_cmd=str(script))  # the surfaces pass LORE_LLM_CMD so
+    options = SearchOptions(adaptive=False, now=NOW)
+    response = search(session, "stripe backoff", options, log_access=False)
+    # The LLM's pseudo-answer fed this search only: the caller's options are unchanged (and cannot change).
+    assert options.hyde_text is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.limit = 3  # type: ignore[misc]
+    top = response.hits[0]
+    assert top.title == "Retry failed Stripe requests with exponential backoff and full jitter"
+    assert top.content.startswith(top.title) and top.kind == "decision" and top.score > 0
 
 
 @given(st.floats(0, 1), st.floats(0, 1), st.floats(0.5, 8))
@@ -560,7 +582,7 @@ def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expec
     from tests.conftest import PROJECT_ROOT
 
     session = SearchSession(Locations(PROJECT_ROOT / "data", tmp_path / "demo-index"))
-    response, _ = search(session, query, SearchOptions(limit=3, now=NOW), log_access=False, use_llm=False)
+    response = search(session, query, SearchOptions(limit=3, now=NOW), log_access=False, use_llm=False)
     assert response.hits[0].id in expected
 
 

@@ -76,7 +76,7 @@ def open_reader(data_dir: Path):  # type: ignore[no-untyped-def]
 
 
 def hit(reader, record_id: str, relevance: float = 1.0) -> Candidate:  # type: ignore[no-untyped-def]
-    from lore.rank.pipeline import candidate_at
+    from lore.rank.stages import candidate_at
 
     return replace(candidate_at(reader, reader.table.row(record_id)), relevance=relevance)
 

@@ -49,11 +49,11 @@ def _proc(pid: int) -> dict[str, int]:
 
 
 def _wait_ready(index_dir: Path, timeout: float) -> dict[str, Any] | None:
-    from lore import server
+    from lore.agent import client
 
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        status = server.read_status(index_dir)
+        status = client.read_status(index_dir)
         if status is not None:
             return status
         time.sleep(0.01)
@@ -68,10 +68,10 @@ def _session_event(cwd: Path) -> bytes:
 def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str], *, rounds: int,
                  progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """Whole-process ms of the session-start and prompt hooks around a helper the session start spawns."""
-    from lore import server
+    from lore.agent import client
+    from lore.agent.hook import DEFAULT_DEADLINE_MS
     from lore.bench import environment
     from lore.bench.latency import compile_bytecode, hook_event, lore_command, run_once, summary
-    from lore.hook import DEFAULT_DEADLINE_MS
 
     state, cache, cwd = work / "state", work / "cache", work / "cwd"
     for path in (state, cache, cwd):
@@ -94,7 +94,7 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
         try:
             for i in range(rounds + 1):  # round 0 is the warm-up
                 query = queries[i % len(queries)]
-                server.stop(index_dir)
+                client.stop(index_dir)
                 start_event, prompt_event = _session_event(cwd), hook_event(query, cwd)
                 measured = {
                     "python -c pass": run_once([sys.executable, "-c", "pass"], base, cwd),
@@ -119,12 +119,12 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
                 progress(f"first prompt: round {i}/{rounds}")
             # The spawn alone, in process: what the session-start hook adds to a session.
             for _ in range(max(3, rounds // 2)):
-                server.stop(index_dir)
+                client.stop(index_dir)
                 started = time.perf_counter()
-                server.ensure_started(index_dir, data_dir)
+                client.ensure_started(index_dir, data_dir, server=True)
                 spawns.append((time.perf_counter() - started) * 1000)
         finally:
-            server.stop(index_dir)
+            client.stop(index_dir)
 
     floor = statistics.median(s.ms for s in samples["python -c pass"])
     result: dict[str, Any] = {"rounds": rounds, "deadline_ms": DEFAULT_DEADLINE_MS, "commands": {}}
@@ -170,7 +170,8 @@ def _ask(socket_path: Path, request: dict[str, Any], timeout: float) -> tuple[st
 def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *, total_prompts: int = 2000,
          total_writes: int = 200, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """2,000 prompts and 200 writes through one helper: memory, descriptors and lost answers."""
-    from lore import capture, server
+    from lore import capture
+    from lore.agent import client
     from lore.bench import environment
     from lore.bench.latency import summary
     from lore.capture import WriteOptions
@@ -180,14 +181,14 @@ def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *,
     every = max(1, total_prompts // max(1, total_writes))
     with environment(LORE_STATE_DIR=str(state), LORE_CACHE_DIR=str(cache), LORE_DATA_DIR=str(data_dir),
                      LORE_INDEX_DIR=str(index_dir), LORE_SERVER="on"):  # fmt: skip
-        pid = server.start_detached(index_dir, idle=600, data_dir=data_dir)
+        pid = client.start_detached(index_dir, idle=600, data_dir=data_dir)
         started = time.monotonic()
         status = _wait_ready(index_dir, 300)
         if status is None:
-            server.stop(index_dir)
-            raise RuntimeError(f"the helper did not come up; see {server.server_paths(index_dir)['log']}")
+            client.stop(index_dir)
+            raise RuntimeError(f"the helper did not come up; see {client.server_paths(index_dir)['log']}")
         ready_s = time.monotonic() - started
-        socket_path = server.server_paths(index_dir)["socket"]
+        socket_path = client.server_paths(index_dir)["socket"]
         store = Store(data_dir, actor="bench-soak")
         outcomes: dict[str, int] = {}
         latencies: list[float] = []
@@ -213,20 +214,20 @@ def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *,
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
                 empty += outcome == "ok" and chars == 0
                 if (i + 1) % 100 == 0:
-                    current = server.read_status(index_dir) or {}
+                    current = client.read_status(index_dir) or {}
                     samples.append({"prompts": i + 1, "writes": writes, "refreshes": current.get("refreshes"),
                                     "helper_pid": current.get("pid"), **_proc(pid)})  # fmt: skip
                     progress(f"soak: {i + 1}/{total_prompts} prompts, {writes} writes, "
                              f"RSS {samples[-1].get('rss_kib', 0) / 1024:.0f} MiB, fds {samples[-1].get('fds')}")  # fmt: skip
             # Let the last refresh land, then take the final sample.
             end = time.monotonic() + 120
-            while time.monotonic() < end and (server.read_status(index_dir) or {}).get("refreshing"):
+            while time.monotonic() < end and (client.read_status(index_dir) or {}).get("refreshing"):
                 time.sleep(0.2)
-            final = server.read_status(index_dir) or {}
+            final = client.read_status(index_dir) or {}
             samples.append({"prompts": total_prompts, "writes": writes, "refreshes": final.get("refreshes"),
                             "helper_pid": final.get("pid"), "final": True, **_proc(pid)})  # fmt: skip
         finally:
-            server.stop(index_dir)
+            client.stop(index_dir)
     first = samples[0].get("rss_kib")
     settled = next((s.get("rss_kib") for s in samples if s["prompts"] >= total_prompts // 10), first)
     last = samples[-1].get("rss_kib")

@@ -71,7 +71,7 @@ class Searcher:
     def query(self, text: str, options: Any) -> Any:
         from lore.search import search
 
-        response, _ = search(self.session, text, replace(options, hyde_text=None), log_access=False, use_llm=False)
+        response = search(self.session, text, replace(options, hyde_text=None), log_access=False, use_llm=False)
         return response
 
     def close(self) -> None:

@@ -49,14 +49,15 @@ def measure(work: Path, progress: Progress = _quiet, prompt_limit: int | None = 
 
 
 def _measure(work: Path, progress: Progress, prompt_limit: int | None) -> dict[str, Any]:
+    from lore.agent.hook import DEFAULT_BUDGET, hook_output, is_trivial
+    from lore.agent.prompt import context_for_prompt
+    from lore.agent.session import session_start_text
     from lore.bench import demo_dir
     from lore.bench.corpora import read_jsonl
     from lore.bench.sets import data_file
-    from lore.hook import DEFAULT_BUDGET, context_for_prompt, hook_output, is_trivial
     from lore.index.manager import IndexManager
     from lore.paths import Locations
     from lore.search import SearchSession
-    from lore.session_context import session_start_text
     from lore.store import Store
 
     data_dir, index_dir = work / "surfaces-data", work / "surfaces-index"
@@ -96,7 +97,7 @@ def _measure(work: Path, progress: Progress, prompt_limit: int | None) -> dict[s
 def _mcp_sizes(locations: Any, prompts: list[str], progress: Progress) -> dict[str, Any]:
     import anyio
 
-    from lore.mcp_server import LoreMCP, build_server
+    from lore.agent.mcp import LoreMCP, build_server
 
     server = build_server(LoreMCP(locations))
     sizes: dict[str, dict[str, list[int]]] = {}

@@ -1,177 +1,34 @@
-"""The typer application: global options, command registration, and the one exit point.
+"""The CLI's entry: registers every command module on the application and is the one exit point (``run``).
 
-Commands parse arguments, call the core, and hand results to a renderer. Any
-``LoreError`` raised below becomes ``Error: ...`` on stderr and its exit code in
-``LoreGroup.invoke``; tracebacks only with ``--debug``.
+The application, its global options and the error boundary live in ``lore.cli.base``,
+which the command modules import; this module imports them, never the reverse.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from types import ModuleType
-from typing import Any
 
-import typer
-from typer.core import TyperGroup
-
-from lore import __version__
-from lore.errors import LoreError
-from lore.paths import Locations
-
-
-def lazy_module(name: str) -> ModuleType:
-    """``name``, loaded on first attribute access (the stdlib LazyLoader recipe).
-
-    Every command module is imported to register its commands, so their core
-    modules (capture, lessons, ...) are bound lazily: ``lore search`` should not
-    pay for the YAML store and the duplicate detector it never calls.
-    """
-    import importlib.util
-
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.loader is not None, name
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
-
-
-@dataclass
-class AppState:
-    data_dir: str | None = None
-    index_dir: str | None = None
-    project: str | None = None
-    debug: bool = False
-
-    @property
-    def locations(self) -> Locations:
-        return Locations.resolve(self.data_dir, self.index_dir)
-
-    def store(self, channel: str = "cli") -> Any:
-        from lore.store import Store
-        from lore.store.audit import actor_from_env
-
-        # Only the default data dir is created on a first write: a --data-dir or LORE_DATA_DIR
-        # that does not exist is more likely a typo than a wish for a new store.
-        default = self.data_dir is None and not os.environ.get("LORE_DATA_DIR")
-        return Store(self.locations.data_dir, actor=actor_from_env(channel), create_missing=default)
-
-    def current_project(self, cwd: Path | None = None) -> str:
-        if self.project:
-            return self.project
-        from lore.project import detect_project
-
-        return detect_project(cwd)
-
-
-def report_error(error: LoreError) -> None:
-    """The single place where core errors become user-facing messages."""
-    message = f"Error: {error.message}"
-    if error.hint:
-        message += f"\nHint: {error.hint}"
-    typer.echo(message, err=True)
-
-
-class LoreGroup(TyperGroup):
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except LoreError as error:
-            state = ctx.obj if isinstance(ctx.obj, AppState) else None
-            if state is not None and state.debug:
-                raise
-            report_error(error)
-            ctx.exit(error.exit_code)
-        except BrokenPipeError:
-            # `lore search ... --json | head`: the reader had enough and nothing failed.
-            # Point stdout at /dev/null so the final flush cannot fail again, and exit 0
-            # as grep and ripgrep do (click would exit 1).
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            ctx.exit(0)
-
-
-app = typer.Typer(
-    cls=LoreGroup,
-    name="lore",
-    help="A memory that compounds: decisions, patterns and handoffs in flat files, with hybrid search.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+# Imported for their side effect of registering commands on ``app``.
+from lore.cli import (  # noqa: F401
+    cmd_bench,
+    cmd_capture,
+    cmd_curate,
+    cmd_hook,
+    cmd_hook_install,
+    cmd_import,
+    cmd_inbox,
+    cmd_index,
+    cmd_lessons,
+    cmd_mcp,
+    cmd_read,
+    cmd_records,
+    cmd_search,
+    cmd_sessions,
+    cmd_sync,
+    cmd_ui,
 )
-
-
-def _enable_completion() -> None:
-    """Register typer's bash/zsh/fish completion classes (``add_completion=False`` skips it).
-
-    We keep ``add_completion=False`` so ``--install-completion`` does not clutter
-    every help page; the scripts in ``completions/`` call back with ``_LORE_COMPLETE``.
-    """
-    try:
-        from typer._completion_classes import completion_init
-    except ImportError:  # pragma: no cover - older typer registers them itself
-        return
-    completion_init()
-
-
-_enable_completion()
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"lore {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def main_options(
-    ctx: typer.Context,
-    data_dir: str | None = typer.Option(None, "--data-dir", help="Data directory (default: $LORE_DATA_DIR or the platform data dir).", envvar=None),
-    index_dir: str | None = typer.Option(None, "--index-dir", help="Index directory (default: $LORE_INDEX_DIR or a per-data-dir cache folder)."),
-    project: str | None = typer.Option(None, "--project", "-P", help="Project for new records and the search boost (default: detected from the working directory)."),
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Show the version and exit."),
-) -> None:
-    ctx.obj = AppState(data_dir=data_dir, index_dir=index_dir, project=project, debug=debug)
-
-
-def state(ctx: typer.Context) -> AppState:
-    obj = ctx.find_root().obj
-    return obj if isinstance(obj, AppState) else AppState()
-
-
-def _register() -> None:
-    # Imported for their side effect of registering commands on ``app``.
-    from lore.cli import (  # noqa: F401
-        cmd_bench,
-        cmd_capture,
-        cmd_curate,
-        cmd_hook,
-        cmd_hook_install,
-        cmd_import,
-        cmd_inbox,
-        cmd_index,
-        cmd_lessons,
-        cmd_mcp,
-        cmd_read,
-        cmd_search,
-        cmd_sessions,
-        cmd_sync,
-        cmd_ui,
-    )
-
-
-_register()
-
+from lore.cli.base import app, report_error
+from lore.errors import LoreError
 
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE (sysexits.h)
 

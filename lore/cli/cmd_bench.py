@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import UsageError
 
 

@@ -1,4 +1,4 @@
-"""Commands that change records: retract, restore, delete, supersede, link, unlink, outcome (validate), prune, reflect, audit."""
+"""Curation commands: outcome (validate), prune, reflect, consolidate, migrate."""
 
 from __future__ import annotations
 
@@ -7,77 +7,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 from lore.errors import UsageError
-from lore.render.records import KIND_LABEL
+from lore.render.records import KIND_LABEL, date_of
+from lore.render.text import one_line
 
 if TYPE_CHECKING:
+    # consolidate pulls in numpy through dedup: imported where used, not at CLI start.
     from lore import capture
+    from lore.curate import consolidate as consolidation
+    from lore.curate import migrate as migration
 else:
     capture = lazy_module("lore.capture")
-
-audit_app = typer.Typer(help="Inspect and verify the hash-chained audit log.", no_args_is_help=True)
-app.add_typer(audit_app, name="audit")
-
-
-@app.command()
-def retract(
-    ctx: typer.Context,
-    record_id: str = typer.Argument(..., help="Record to retract."),
-    reason: str = typer.Option(..., "--reason", help="Why it no longer holds."),
-) -> None:
-    """Retract a record: it stays in the file but is hidden from search unless --all."""
-    record = capture.retract(state(ctx).store(), record_id, reason)
-    typer.echo(f"Retracted {KIND_LABEL[record.kind]} {record.id}: {record.title}")
-
-
-@app.command()
-def delete(
-    ctx: typer.Context,
-    record_id: str = typer.Argument(..., help="Record to delete."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Confirm the deletion."),
-) -> None:
-    """Delete a record and its edges for good (prefer `retract`, which keeps history)."""
-    if not yes:
-        raise UsageError("delete removes the record from its file for good", hint="add --yes to confirm, or use `lore retract`")
-    record = state(ctx).store().delete(record_id)
-    typer.echo(f"Deleted {KIND_LABEL[record.kind]} {record.id}: {record.title}")
-
-
-@app.command()
-def supersede(
-    ctx: typer.Context,
-    old_id: str = typer.Argument(..., help="The record that no longer holds."),
-    new_id: str = typer.Argument(..., help="The record that replaces it."),
-) -> None:
-    """Mark OLD as superseded by NEW (status, superseded_by, and a supersedes edge)."""
-    record = capture.supersede(state(ctx).store(), old_id, new_id)
-    typer.echo(f"{record.id} is superseded by {record.raw.get('superseded_by')}")
-
-
-@app.command()
-def link(
-    ctx: typer.Context,
-    source: str = typer.Argument(..., help="From record id."),
-    target: str = typer.Argument(..., help="To record id."),
-    relation: str = typer.Argument("relates_to", help="Relation (relates_to, depends_on, implements, learned_from, affects, produces, contradicts, supersedes, derived_from, part_of, summarized_by)."),
-    weight: float = typer.Option(1.0, "--weight", min=0.0, help="Edge weight."),
-) -> None:
-    """Add a typed edge between two records."""
-    edge = state(ctx).store().link(source, target, relation, weight=weight)
-    typer.echo(f"Linked {edge.source} -{edge.relation}-> {edge.target}")
-
-
-@app.command()
-def unlink(
-    ctx: typer.Context,
-    source: str = typer.Argument(..., help="From record id."),
-    target: str = typer.Argument(..., help="To record id."),
-    relation: str | None = typer.Option(None, "--relation", help="Only edges with this relation."),
-) -> None:
-    """Remove the edges from SOURCE to TARGET."""
-    removed = state(ctx).store().unlink(source, target, relation)
-    typer.echo(f"Removed {removed} edge(s) from {source} to {target}")
+    migration = lazy_module("lore.curate.migrate")
 
 
 def _outcome_line(record: Any, success: bool) -> str:
@@ -146,10 +88,11 @@ def reflect(
 
     from lore.api import Lore
     from lore.render.records import record_json
-    from lore.store.audit import actor_from_env
+    from lore.store.audit import default_actor
 
     st = state(ctx)
-    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=actor_from_env("cli"))
+    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=st.settings.actor or default_actor("cli"),
+                  settings=st.settings)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         record = memory.reflect(topic, lookback)
@@ -163,51 +106,101 @@ def reflect(
         typer.echo(record.raw.get("content") or "")
 
 
+# -- consolidate -----------------------------------------------------------------------
+
+
+def _cluster_lines(number: int, cluster: consolidation.Cluster) -> list[str]:
+    kinds = {m.record.kind for m in cluster.members}
+    label = KIND_LABEL[cluster.members[0].record.kind] if len(kinds) == 1 else "pattern/lesson"
+    out = [f"Cluster {number}: {len(cluster.members)} {label} records"]
+    for match in cluster.members:
+        record = match.record
+        keep = "keep" if record.id == cluster.survivor.id else f"{match.similarity:.0%} {match.layer}"
+        out.append(
+            f"  {record.id:<22} {date_of(record)}  {record.confidence:.2f}  {keep:<14} {one_line(record.title)}"
+        )
+    return out
+
+
+def _ask(question: str) -> bool:
+    try:
+        return typer.confirm(question, default=False)
+    except typer.Abort:  # stdin closed (no terminal, nothing piped): click would print a bare "Aborted!"
+        raise UsageError("--apply asks before each merge, and nothing answered",
+                         hint="review with `lore consolidate`, then run `lore consolidate --apply --yes`") from None
+
+
 @app.command()
-def restore(
+def consolidate(
     ctx: typer.Context,
-    record_id: str = typer.Argument(..., help="A retracted (or pruned) record."),
+    apply: bool = typer.Option(False, "--apply", help="Merge clusters (asks per cluster unless --yes)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="With --apply: merge every cluster without asking."),
+    record_type: str | None = typer.Option(
+        None, "--type", help="Only decisions, patterns (with lessons) or anti-patterns."
+    ),
 ) -> None:
-    """Make a retracted record active again."""
-    from lore.curate.reliability import restore as run_restore
+    """List clusters of near-duplicate records for review; --apply merges them, keeping history.
 
-    record = run_restore(state(ctx).store(), record_id)
-    typer.echo(f"Restored {KIND_LABEL[record.kind]} {record.id}: {record.title}")
-
-
-@audit_app.command("verify")
-def audit_verify(ctx: typer.Context) -> None:
-    """Check the audit chain; names the first edited, removed or reordered entry."""
-    from lore.store import audit
-
+    The survivor (keep) is the newest record; it takes the cluster's highest confidence, the
+    others become superseded by it (status, superseded_by and a supersedes edge).
+    """
+    if yes and not apply:
+        raise UsageError("--yes only makes sense with --apply")
     store = state(ctx).store()
-    store.require()
-    checked, problem = audit.verify(store.data_dir)
-    if problem is None:
-        typer.echo(f"Audit log intact: {checked} entries")
+    from lore.curate import consolidate as consolidation
+
+    review = consolidation.find_clusters(store, record_type)
+    for notice in review.notices:
+        typer.echo(f"Note: {notice}", err=True)
+    if not review.clusters:
+        typer.echo("No near-duplicates found")
         return
-    where = f"{store.data_dir / audit.AUDIT_PATH}:{problem.line}"
-    seq = f"seq {problem.seq}" if problem.seq is not None else f"line {problem.line}"
-    typer.echo(f"Audit log broken at {seq} ({where}): {problem.message}", err=True)
-    raise typer.Exit(1)
-
-
-@audit_app.command("log")
-def audit_log(
-    ctx: typer.Context,
-    record_id: str | None = typer.Option(None, "--id", help="Only entries about this record."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON lines."),
-) -> None:
-    """Show the audit history."""
-    from lore.store import audit
-
-    store = state(ctx).store()
-    store.require()
-    for entry in audit.history(store.data_dir, record_id):
-        if as_json:
-            typer.echo(orjson.dumps(entry).decode())
+    merged = 0
+    for number, cluster in enumerate(review.clusters, start=1):
+        if number > 1:
+            typer.echo("")
+        for line in _cluster_lines(number, cluster):
+            typer.echo(line)
+        if not apply:
+            continue
+        count = len(cluster.others)
+        if yes or _ask(f"Merge {count} record(s) into {cluster.survivor.id}?"):
+            result = consolidation.merge_cluster(store, cluster)
+            merged += 1
+            typer.echo(f"Merged {', '.join(r.id for r in result.superseded)} into {result.survivor.id} "
+                       f"(confidence {result.confidence:.2f})")  # fmt: skip
         else:
-            detail = entry.get("detail")
-            shown = {k: v for k, v in detail.items() if v is not None} if isinstance(detail, dict) else {}
-            extra = "".join(f" {k}={v}" for k, v in shown.items())
-            typer.echo(f"{entry.get('seq'):>5} {entry.get('timestamp')} {entry.get('op'):<9} {entry.get('id')} {entry.get('actor')}{extra}")
+            typer.echo(f"Skipped cluster {number}")
+    total = len(review.clusters)
+    typer.echo("")
+    if apply:
+        typer.echo(f"Merged {merged} of {total} cluster(s)")
+    else:
+        typer.echo(f"{total} cluster(s); `lore consolidate --apply` merges them (asks per cluster)")
+
+
+# -- migrate ---------------------------------------------------------------------------
+
+
+@app.command()
+def migrate(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would change; write nothing."),
+) -> None:
+    """Upgrade records without schema_version to the current schema (adds fields, never removes).
+
+    Every file touched is first copied to <data-dir>/backups/<timestamp>/.
+    """
+    store = state(ctx).store()
+    report = migration.migrate(store, dry_run=dry_run)
+    if not report.files:
+        typer.echo(f"Nothing to migrate: every record has schema_version {migration.SCHEMA_VERSION}")
+        return
+    verb = "Would migrate" if dry_run else "Migrated"
+    for change in report.files:
+        typer.echo(f"{change.path}: {len(change.records)} record(s)")
+        for record in change.records:
+            typer.echo(f"  {record.record_id}: + {', '.join(record.added)}")
+    typer.echo(f"{verb} {report.record_count} record(s) in {len(report.files)} file(s)")
+    if report.backup_dir is not None:
+        typer.echo(f"Backups in {report.backup_dir}")

@@ -9,7 +9,7 @@ import time
 
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import AppState, app, state
 
 hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, handoff stubs, install.", no_args_is_help=True)
 app.add_typer(hook_app, name="hook")
@@ -23,7 +23,7 @@ AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), cod
 
 
 def _agent(agent: str) -> str:
-    from lore.hook import agent_argument
+    from lore.agent.hook import agent_argument
 
     return agent_argument(["--agent", agent])
 
@@ -31,14 +31,14 @@ def _agent(agent: str) -> str:
 @hook_app.command("prompt")
 def hook_prompt(agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
     """UserPromptSubmit (Gemini: BeforeAgent): print relevant memory as hook JSON (event on stdin; always exits 0)."""
-    from lore.hook import run_prompt_hook
+    from lore.agent.hook import run_prompt_hook
 
     run_prompt_hook(["--agent", agent])
 
 
 def _read_event() -> dict:
     try:
-        from lore.hook import read_event
+        from lore.agent.hook import read_event
 
         return read_event(sys.stdin)
     except Exception:
@@ -48,7 +48,7 @@ def _read_event() -> dict:
 @hook_app.command("session-start")
 def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-code", "--agent", help=AGENT_HELP)) -> None:
     """SessionStart: start the warm helper, inject the latest handoff and top active lessons (always exits 0)."""
-    from lore.hook import run_session_start_hook
+    from lore.agent.hook import run_session_start_hook
 
     st = state(ctx)
     run_session_start_hook(["--agent", agent], locations=st.locations, project=st.project)
@@ -56,17 +56,20 @@ def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-cod
 
 def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", capture: bool = False) -> None:
     """The end-of-turn hooks: a handoff stub (LORE_HOOK_HANDOFF=on) and a background capture (capture on)."""
-    from lore.hook import event_cwd, log_failure
+    from lore.agent.hook import event_cwd, log_failure
 
     try:
         event = _read_event()
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         st = state(ctx)
         _capture(st, event, session_id, capture)
-        if os.environ.get("LORE_HOOK_HANDOFF", "off") != "on" or event_name == "session-end":
+        from lore.settings import Settings
+
+        # A bad setting is logged below: the hook still exits 0.
+        if not Settings.from_env().hook_handoff or event_name == "session-end":
             return
+        from lore.agent.session import record_handoff_stub
         from lore.project import detect_project
-        from lore.session_context import record_handoff_stub
 
         record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name)
     except Exception as exc:
@@ -76,17 +79,17 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", captu
             typer.echo("{}")  # Cursor expects a JSON object from every hook
 
 
-def _capture(st: object, event: dict, session_id: str | None, flag: bool) -> None:
+def _capture(st: AppState, event: dict, session_id: str | None, flag: bool) -> None:
     """Hand the session's transcript to a detached `lore capture-session` when capture is on; never raises."""
-    from lore.hook import log_failure
+    from lore.agent.hook import log_failure
     from lore.sessions.background import capture_enabled, spawn_capture
 
     path = event.get("transcript_path")
-    if not capture_enabled(flag) or not isinstance(path, str) or not path:
+    if not capture_enabled(flag, st.settings) or not isinstance(path, str) or not path:
         return
     try:
-        spawn_capture(os.path.expanduser(path), session_id, data_dir=getattr(st, "data_dir", None),
-                      index_dir=getattr(st, "index_dir", None), project=getattr(st, "project", None))  # fmt: skip
+        spawn_capture(os.path.expanduser(path), session_id, data_dir=st.data_dir, index_dir=st.index_dir,
+                      project=st.project)  # fmt: skip
     except Exception as exc:
         log_failure("capture-spawn", repr(exc))
 
@@ -119,7 +122,7 @@ def hook_session_end(ctx: typer.Context, agent: str = typer.Option("claude-code"
 @hook_app.command("off")
 def hook_off(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
     """Stop injecting context into one session."""
-    from lore.hook import opt_out_path
+    from lore.agent.hook import opt_out_path
 
     path = opt_out_path(session)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,7 +133,7 @@ def hook_off(session: str = typer.Option(..., "--session", help="Claude Code ses
 @hook_app.command("on")
 def hook_on(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
     """Resume injecting context into a session that was turned off."""
-    from lore.hook import opt_out_path
+    from lore.agent.hook import opt_out_path
 
     opt_out_path(session).unlink(missing_ok=True)
     typer.echo(f"lore hook is on for session {session}")
@@ -142,45 +145,45 @@ def server_start(
     idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds."),
 ) -> None:
     """Start the warm helper for the current index in the background."""
-    from lore import server
+    from lore.agent import client
 
     index_dir = state(ctx).locations.index_dir
-    running = server.read_status(index_dir)
+    running = client.read_status(index_dir)
     if running:
         typer.echo(f"lore server already running (pid {running['pid']})")
         return
-    pid = server.start_detached(index_dir, idle)
+    pid = client.start_detached(index_dir, idle)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        status = server.read_status(index_dir)
+        status = client.read_status(index_dir)
         if status:
             typer.echo(f"lore server started (pid {status['pid']}, idle exit after {idle}s)")
             return
         time.sleep(0.05)
-    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {server.server_paths(index_dir)['dir']}", err=True)
+    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {client.server_paths(index_dir)['dir']}", err=True)
     raise typer.Exit(1)
 
 
 @server_app.command("run")
 def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:
     """Run the warm helper in the foreground (what `start` runs)."""
-    from lore import server
+    from lore.agent import daemon
 
-    raise typer.Exit(server.serve(idle))
+    raise typer.Exit(daemon.serve(idle))
 
 
 @server_app.command("status")
 def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Show whether a helper serves the current index."""
-    from lore import server
+    from lore.agent import client
 
     index_dir = state(ctx).locations.index_dir
-    status = server.read_status(index_dir)
+    status = client.read_status(index_dir)
     if as_json:
-        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": server.auto_start_enabled()}))
+        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": client.auto_start_enabled(state(ctx).settings.server)}))
         return
     if status is None:
-        typer.echo(f"lore server: not running (auto-start {'on' if server.auto_start_enabled() else 'off'})")
+        typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled(state(ctx).settings.server) else 'off'})")
         return
     uptime = time.time() - float(status.get("started_at", time.time()))
     typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
@@ -190,31 +193,31 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
 @server_app.command("stop")
 def server_stop(ctx: typer.Context) -> None:
     """Stop the helper for the current index."""
-    from lore import server
+    from lore.agent import client
 
-    pid = server.stop(state(ctx).locations.index_dir)
+    pid = client.stop(state(ctx).locations.index_dir)
     typer.echo("lore server: not running" if pid is None else f"lore server stopped (pid {pid})")
 
 
 @server_app.command("enable")
-def server_enable() -> None:
+def server_enable(ctx: typer.Context) -> None:
     """Let the hooks start the helper (the default): SessionStart starts it, a prompt restarts it."""
     from lore.paths import state_dir
 
     (state_dir() / "server-off").unlink(missing_ok=True)
     typer.echo("lore server auto-start enabled: session start and the prompt hook start a helper when none runs")
-    if os.environ.get("LORE_SERVER", "").strip().lower() in ("off", "0", "false", "no", "disable", "disabled"):
+    if state(ctx).settings.server is False:
         typer.echo(f"Note: LORE_SERVER={os.environ['LORE_SERVER']} in this environment still turns it off.", err=True)
 
 
 @server_app.command("disable")
 def server_disable(ctx: typer.Context) -> None:
     """The hooks no longer start the helper; the one serving the current index is stopped."""
-    from lore import server
+    from lore.agent import client
     from lore.paths import state_dir
 
     path = state_dir() / "server-off"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
-    stopped = server.stop(state(ctx).locations.index_dir)
+    stopped = client.stop(state(ctx).locations.index_dir)
     typer.echo("lore server auto-start disabled" + (f"; stopped the running helper (pid {stopped})" if stopped else ""))

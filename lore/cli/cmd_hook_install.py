@@ -10,7 +10,7 @@ import typer
 from lore.cli.cmd_hook import hook_app
 
 if TYPE_CHECKING:
-    from lore.hook_install import Outcome
+    from lore.agent.install import Outcome
 
 
 SCOPE_HELP = (
@@ -67,7 +67,7 @@ def install_command(
     Idempotent; other settings and hooks are kept in order; a backup is written first.
     See docs/agents.md for what each agent supports.
     """
-    from lore import agents
+    from lore.agent import agents
 
     outcomes = agents.install(agent.value, scope=scope.value, dry_run=dry_run, capture=capture)
     if not outcomes:
@@ -77,9 +77,10 @@ def install_command(
     if not dry_run and any(outcome.changed for outcome in outcomes):
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
-    from lore import server
+    from lore.agent import client
+    from lore.settings import Settings
 
-    if not dry_run and not server.auto_start_enabled():
+    if not dry_run and not client.auto_start_enabled(Settings.from_env().server):
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
         # (imports and index load alone take ~250 ms on a small machine).
         typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "
@@ -93,7 +94,7 @@ def uninstall_command(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
 ) -> None:
     """Remove lore from an agent's configuration, leaving every other hook and server alone."""
-    from lore import agents
+    from lore.agent import agents
 
     outcomes = agents.uninstall(agent.value, scope=scope.value, dry_run=dry_run)
     if not outcomes:

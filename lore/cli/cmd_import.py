@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 
 if TYPE_CHECKING:
     from lore import transfer
@@ -112,7 +112,8 @@ def import_claude_code(
     store = st.store("capture")
     step, done = _progress(len(paths))
     try:
-        summary = claude_code.import_transcripts(store, paths, project=st.project, dry_run=dry_run, step=step)
+        summary = claude_code.import_transcripts(store, paths, project=st.project, dry_run=dry_run, step=step,
+                                                 settings=st.settings)  # fmt: skip
     finally:
         done()
     for warning in summary.warnings:

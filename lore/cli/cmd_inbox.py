@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 from lore.errors import UsageError
 from lore.render.records import KIND_LABEL, record_json
 from lore.render.text import age, one_line

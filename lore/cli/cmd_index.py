@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 
 index_app = typer.Typer(help="Build and inspect the derived index (disposable: the files stay the truth).",
                         invoke_without_command=True, no_args_is_help=False)  # fmt: skip

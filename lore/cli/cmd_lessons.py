@@ -1,4 +1,4 @@
-"""Curation commands: lesson (store / show), lessons, consolidate, migrate."""
+"""Lesson commands: lesson (store / show), lessons."""
 
 from __future__ import annotations
 
@@ -8,21 +8,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 from lore.errors import UsageError
-from lore.render.records import KIND_LABEL, date_of, record_json
+from lore.render.records import KIND_LABEL, record_json
 from lore.render.text import one_line
 
 if TYPE_CHECKING:
-    # consolidate pulls in numpy through dedup: imported where used, not at CLI start.
     from lore import capture
-    from lore.curate import consolidate as consolidation
     from lore.curate import lessons as lessons_core
-    from lore.curate import migrate as migration
 else:
     capture = lazy_module("lore.capture")
     lessons_core = lazy_module("lore.curate.lessons")
-    migration = lazy_module("lore.curate.migrate")
 
 # The core's lessons.LIST_MIN_CONFIDENCE (a test keeps them equal): a default shown in
 # --help must exist when the command registers, before the core is loaded.
@@ -216,103 +212,3 @@ def lessons_cmd(
         return
     for record, _ in found:
         typer.echo(_lesson_line(record))
-
-
-# -- consolidate -----------------------------------------------------------------------
-
-
-def _cluster_lines(number: int, cluster: consolidation.Cluster) -> list[str]:
-    kinds = {m.record.kind for m in cluster.members}
-    label = KIND_LABEL[cluster.members[0].record.kind] if len(kinds) == 1 else "pattern/lesson"
-    out = [f"Cluster {number}: {len(cluster.members)} {label} records"]
-    for match in cluster.members:
-        record = match.record
-        keep = "keep" if record.id == cluster.survivor.id else f"{match.similarity:.0%} {match.layer}"
-        out.append(
-            f"  {record.id:<22} {date_of(record)}  {record.confidence:.2f}  {keep:<14} {one_line(record.title)}"
-        )
-    return out
-
-
-def _ask(question: str) -> bool:
-    try:
-        return typer.confirm(question, default=False)
-    except typer.Abort:  # stdin closed (no terminal, nothing piped): click would print a bare "Aborted!"
-        raise UsageError("--apply asks before each merge, and nothing answered",
-                         hint="review with `lore consolidate`, then run `lore consolidate --apply --yes`") from None
-
-
-@app.command()
-def consolidate(
-    ctx: typer.Context,
-    apply: bool = typer.Option(False, "--apply", help="Merge clusters (asks per cluster unless --yes)."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="With --apply: merge every cluster without asking."),
-    record_type: str | None = typer.Option(
-        None, "--type", help="Only decisions, patterns (with lessons) or anti-patterns."
-    ),
-) -> None:
-    """List clusters of near-duplicate records for review; --apply merges them, keeping history.
-
-    The survivor (keep) is the newest record; it takes the cluster's highest confidence, the
-    others become superseded by it (status, superseded_by and a supersedes edge).
-    """
-    if yes and not apply:
-        raise UsageError("--yes only makes sense with --apply")
-    store = state(ctx).store()
-    from lore.curate import consolidate as consolidation
-
-    review = consolidation.find_clusters(store, record_type)
-    for notice in review.notices:
-        typer.echo(f"Note: {notice}", err=True)
-    if not review.clusters:
-        typer.echo("No near-duplicates found")
-        return
-    merged = 0
-    for number, cluster in enumerate(review.clusters, start=1):
-        if number > 1:
-            typer.echo("")
-        for line in _cluster_lines(number, cluster):
-            typer.echo(line)
-        if not apply:
-            continue
-        count = len(cluster.others)
-        if yes or _ask(f"Merge {count} record(s) into {cluster.survivor.id}?"):
-            result = consolidation.merge_cluster(store, cluster)
-            merged += 1
-            typer.echo(f"Merged {', '.join(r.id for r in result.superseded)} into {result.survivor.id} "
-                       f"(confidence {result.confidence:.2f})")  # fmt: skip
-        else:
-            typer.echo(f"Skipped cluster {number}")
-    total = len(review.clusters)
-    typer.echo("")
-    if apply:
-        typer.echo(f"Merged {merged} of {total} cluster(s)")
-    else:
-        typer.echo(f"{total} cluster(s); `lore consolidate --apply` merges them (asks per cluster)")
-
-
-# -- migrate ---------------------------------------------------------------------------
-
-
-@app.command()
-def migrate(
-    ctx: typer.Context,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would change; write nothing."),
-) -> None:
-    """Upgrade records without schema_version to the current schema (adds fields, never removes).
-
-    Every file touched is first copied to <data-dir>/backups/<timestamp>/.
-    """
-    store = state(ctx).store()
-    report = migration.migrate(store, dry_run=dry_run)
-    if not report.files:
-        typer.echo(f"Nothing to migrate: every record has schema_version {migration.SCHEMA_VERSION}")
-        return
-    verb = "Would migrate" if dry_run else "Migrated"
-    for change in report.files:
-        typer.echo(f"{change.path}: {len(change.records)} record(s)")
-        for record in change.records:
-            typer.echo(f"  {record.record_id}: + {', '.join(record.added)}")
-    typer.echo(f"{verb} {report.record_count} record(s) in {len(report.files)} file(s)")
-    if report.backup_dir is not None:
-        typer.echo(f"Backups in {report.backup_dir}")

@@ -6,7 +6,7 @@ import importlib.util
 
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import LoreError
 
 
@@ -16,7 +16,7 @@ def mcp(ctx: typer.Context) -> None:
     if importlib.util.find_spec("mcp") is None:
         raise LoreError("the MCP server needs the mcp extra", hint="pip install 'lore[mcp]'")
     try:
-        from lore.mcp_server import serve
+        from lore.agent.mcp import serve
     except ImportError as error:  # an mcp too old for the server's API
         if not (error.name or "").startswith("mcp"):
             raise
@@ -25,4 +25,4 @@ def mcp(ctx: typer.Context) -> None:
         ) from error
 
     st = state(ctx)
-    serve(st.locations, project=st.project)
+    serve(st.locations, project=st.project, settings=st.settings)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import orjson
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import NotFoundError
 from lore.render.records import KIND_LABEL, handoff_text, list_line, record_json, show_text
 from lore.store.records import normalise_kind
@@ -44,10 +44,7 @@ def show(
     record = snapshot.get(record_id)
     if as_json:
         payload = record_json(record)
-        payload["links"] = [
-            {"from": e.source, "to": e.target, "relation": e.relation, "weight": e.weight}
-            for e in snapshot.edges if record.id in (e.source, e.target)
-        ]  # fmt: skip
+        payload["links"] = snapshot.links_of(record.id)
         typer.echo(orjson.dumps(payload).decode())
         return
     links = [(link.direction, link.relation, link.other_id, link.other) for link in snapshot.links(record.id)]
@@ -72,30 +69,10 @@ def list_cmd(
     snapshot = store.load()
     _warn_load(snapshot)
     now = _now()
-    kinds = {normalise_kind(kind)} if kind else None
-    since_at = parse_when(since, now) if since else None
-    until_at = parse_when(until, now) if until else None
-    wanted_tags = [t.lstrip("#").lower() for t in tag or []]
-    epoch = datetime.min.replace(tzinfo=UTC)
-    selected = []
-    for record in snapshot.records.values():
-        if kinds and record.kind not in kinds:
-            continue
-        if project and record.project != project:
-            continue
-        if not include_all and not record.active:
-            continue
-        if wanted_tags and not all(t in [x.lower() for x in record.tags] for t in wanted_tags):
-            continue
-        moment = record.timestamp
-        if since_at and (moment is None or moment < since_at):
-            continue
-        if until_at and (moment is None or moment >= until_at):
-            continue
-        selected.append(record)
-    selected.sort(key=lambda r: (r.timestamp or epoch, r.id), reverse=True)
-    if limit:
-        selected = selected[:limit]
+    selected = snapshot.select(kinds={normalise_kind(kind)} if kind else None, project=project, tags=tag or (),
+                               since=parse_when(since, now) if since else None,
+                               until=parse_when(until, now) if until else None,
+                               include_all=include_all, limit=limit)  # fmt: skip
     if as_json:
         typer.echo(orjson.dumps([record_json(r) for r in selected]).decode())
         return
@@ -118,7 +95,7 @@ def resume(
     store = st.store()
     store.require()
     project = st.current_project()
-    from lore.session_context import latest_handoff
+    from lore.agent.session import latest_handoff
 
     latest = latest_handoff(store.load(), project)
     if latest is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.errors import UsageError
 from lore.paths import require_data_dir
 
@@ -47,7 +47,6 @@ def search(
     """Search decisions, patterns, lessons, handoffs, failures and observations."""
     from lore.cli.cmd_index import terminal_progress
     from lore.search import SearchSession
-    from lore.search import refresh_policy as search_refresh_policy
     from lore.search import search as run_search
 
     if not query.strip():
@@ -60,18 +59,18 @@ def search(
                             fusion=fusion)  # fmt: skip
     progress, stop = terminal_progress()
     try:
-        response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                      policy=search_refresh_policy(), progress=progress)  # fmt: skip
+        response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
+                              policy=st.settings.index_refresh, progress=progress)  # fmt: skip
     finally:
         stop()
     if as_json:
         from lore.render.results import response_json
 
-        typer.echo(orjson.dumps(response_json(response, reader)).decode())
+        typer.echo(orjson.dumps(response_json(response)).decode())
         return
     from lore.render.terminal import render_search
 
-    render_search(response, reader, explain=explain)
+    render_search(response, explain=explain)
 
 
 @app.command()
@@ -90,7 +89,6 @@ def context(
     from lore.context import FORMATS, assemble, block_json
     from lore.context import synthesize as run_synthesis
     from lore.search import SearchSession
-    from lore.search import refresh_policy as search_refresh_policy
     from lore.search import search as run_search
 
     if fmt not in FORMATS:
@@ -100,11 +98,11 @@ def context(
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None, include_candidates=False)  # fmt: skip
-    response, reader = run_search(SearchSession(st.locations), query, options,  # type: ignore[arg-type]
-                                  policy=search_refresh_policy())  # fmt: skip
-    block = assemble(response, reader, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
+    response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
+                          policy=st.settings.index_refresh)  # fmt: skip
+    block = assemble(response, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
     if synthesize:
-        block = run_synthesis(block)
+        block = run_synthesis(block, st.settings.llm_cmd)
     for notice in block.notices:
         typer.echo(notice, err=True)
     if fmt == "json":

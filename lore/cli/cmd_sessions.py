@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import orjson
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 
 if TYPE_CHECKING:
     from lore.sessions.pipeline import CaptureReport
@@ -69,5 +69,6 @@ def capture_session(
     from lore.sessions.pipeline import capture_session as capture
 
     st = state(ctx)
-    report = capture(st.store("capture"), path, project=st.project, session_id=session, method=method, dry_run=dry_run)
+    report = capture(st.store("capture"), path, project=st.project, session_id=session, method=method, dry_run=dry_run,
+                     settings=st.settings)  # fmt: skip
     render_report(report, as_json)

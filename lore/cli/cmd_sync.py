@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import orjson
 import typer
 
-from lore.cli.app import app, lazy_module, state
+from lore.cli.base import app, lazy_module, state
 
 if TYPE_CHECKING:
     from lore.sync import engine
@@ -25,12 +25,12 @@ def sync(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Commit the data dir's changes, fetch, merge record by record, and push (retried if a teammate pushed first)."""
-    from lore.store.audit import actor_from_env
+    from lore.store.audit import default_actor
 
     st = state(ctx)
     locations = st.locations
     report = engine.sync(locations.data_dir, remote=remote, dry_run=dry_run, setup_url=setup,
-                         index_dir=locations.index_dir, actor=actor_from_env())  # fmt: skip
+                         index_dir=locations.index_dir, actor=st.settings.actor or default_actor())  # fmt: skip
     if as_json:
         typer.echo(orjson.dumps(report.as_json()).decode())
     else:

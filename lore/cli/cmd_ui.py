@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from lore.cli.app import app, state
+from lore.cli.base import app, state
 from lore.paths import require_data_dir
 
 
@@ -24,7 +24,7 @@ def ui(
     st = state(ctx)
     locations = st.locations
     require_data_dir(locations.data_dir)
-    memory = Memory(locations, current_project=st.current_project())
+    memory = Memory(locations, current_project=st.current_project(), settings=st.settings)
     try:
         serve(memory, port=port, open_browser=open_browser)
     except KeyboardInterrupt:

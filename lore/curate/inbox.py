@@ -90,12 +90,14 @@ def auto_accept_kinds(value: str | None = None) -> frozenset[str]:
     auto-accepted kind is stored ``active`` at its normal confidence and reaches the hooks
     at once; any other kind waits in ``lore inbox`` as a ``candidate``.
     """
-    import os
-
     from lore.errors import UsageError
     from lore.store.records import KINDS, normalise_kind
 
-    text = os.environ.get(AUTO_ACCEPT_ENV, "") if value is None else value
+    if value is None:
+        from lore.settings import Settings
+
+        value = Settings.from_env().auto_accept
+    text = value
     kinds: set[str] = set()
     for part in text.split(","):
         name = part.strip().lower()

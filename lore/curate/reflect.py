@@ -126,8 +126,8 @@ class Reflection:
 
 
 def reflect(store: Store, *, project: str, topic: str | None = None, records: list[Record] | None = None,
-            lookback: int = 50) -> Reflection:  # fmt: skip
-    """Synthesize and store a reflection over ``records`` (default: the ``lookback`` newest)."""
+            lookback: int = 50, llm_cmd: str | None = None) -> Reflection:  # fmt: skip
+    """Synthesize and store a reflection over ``records`` (default: the ``lookback`` newest), through ``llm_cmd`` when given."""
     from lore import llm
     from lore.capture import Scrubber, WriteOptions, store_record
     from lore.store.validate import check_text
@@ -144,8 +144,8 @@ def reflect(store: Store, *, project: str, topic: str | None = None, records: li
     centres = central(pool, edges)
     links = links_between(centres, edges)
     text, method, notice = "", "extractive", None
-    if llm.command() is not None:
-        reply = llm.ask(_prompt(topic, centres, links), LLM_TIMEOUT_S)
+    if llm_cmd:
+        reply = llm.ask(_prompt(topic, centres, links), LLM_TIMEOUT_S, llm_cmd)
         if reply.text:
             text, method = reply.text, "llm"
         else:

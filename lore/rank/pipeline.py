@@ -18,7 +18,7 @@ from lore.rank import fusion, intent, traverse
 from lore.rank.diversity import mmr
 from lore.rank.gap import GapSettings, GapVerdict, assess
 from lore.rank.query import hyde_document, quoted_phrases
-from lore.rank.stages import Candidate, QueryContext, StageSettings, rank
+from lore.rank.stages import Candidate, QueryContext, StageSettings, candidate_at, rank
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +29,7 @@ CHANNELS = ("bm25", "vector", "hyde", "graph")
 GRAPH_SEEDS = 5
 
 
-@dataclass
+@dataclass(frozen=True)
 class SearchOptions:
     limit: int = 10
     retrieval_limit: int = 30
@@ -120,16 +120,6 @@ def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None
             ok = False
         allowed.append(ok)
     return allowed
-
-
-def candidate_at(reader: IndexReader, row: int) -> Candidate:
-    """A candidate for table row ``row``, with the metadata every stage reads (no channel evidence yet)."""
-    t = reader.table
-    return Candidate(
-        id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
-        time=t.times[row], confidence=t.confidence[row], importance=t.importance[row], pinned=t.pinned[row],
-        tags=tuple(t.tags_of(row)),
-    )  # fmt: skip
 
 
 def _covered_terms(table: Any, record_id: str, query_terms: Sequence[str]) -> set[str]:

@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lore.rank.fusion import RELEVANCE_SHARPNESS
+
+if TYPE_CHECKING:
+    from lore.index.manager import IndexReader
 
 DAY = 86400.0
 
@@ -55,6 +58,11 @@ class Candidate:
     max_similarity: float | None = None
     # Share of the query's idf mass the record contains (None: no lexical channel or no terms).
     coverage: float | None = None
+    # The record's text, filled in for the hits a search returns (``lore.search.search``):
+    # renderers read these, never the index.
+    title: str = ""
+    content: str = ""
+    summary: str = ""
 
     @property
     def score(self) -> float:
@@ -75,6 +83,16 @@ class Candidate:
         copy.__dict__.update(self.__dict__)
         copy.__dict__.update(changes)
         return copy
+
+
+def candidate_at(reader: IndexReader, row: int) -> Candidate:
+    """A candidate for table row ``row``, with the metadata every stage reads (no channel evidence yet)."""
+    t = reader.table
+    return Candidate(
+        id=t.ids[row], row=row, kind=t.kinds[row], project=t.projects[row], status=t.statuses[row],
+        time=t.times[row], confidence=t.confidence[row], importance=t.importance[row], pinned=t.pinned[row],
+        tags=tuple(t.tags_of(row)),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

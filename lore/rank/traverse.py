@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from lore.rank.stages import Candidate, QueryContext, apply_stages
+from lore.rank.stages import Candidate, QueryContext, apply_stages, candidate_at
 
 if TYPE_CHECKING:
     from lore.index.graph import Adjacency
@@ -62,8 +62,6 @@ def expand(
     side, ``derived_from``/``learned_from`` bring the origin. Added records show
     the path that reached them.
     """
-    from lore.rank.pipeline import candidate_at
-
     table = reader.table
     adjacency = reader.adjacency
     depth = max(0, min(3, depth))

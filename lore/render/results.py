@@ -33,13 +33,12 @@ def iso(epoch: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if epoch is not None else None
 
 
-def hit_json(reader: Any, candidate: Candidate, weights: dict[str, float]) -> dict[str, Any]:
-    doc = reader.table.doc(candidate.row)
+def hit_json(candidate: Candidate, weights: dict[str, float]) -> dict[str, Any]:
     item: dict[str, Any] = {
         "id": candidate.id,
         "type": candidate.kind,
-        "title": doc["title"],
-        "content": doc["content"],
+        "title": candidate.title,
+        "content": candidate.content,
         "project": candidate.project,
         "timestamp": iso(candidate.time),
         "status": candidate.status,
@@ -55,10 +54,10 @@ def hit_json(reader: Any, candidate: Candidate, weights: dict[str, float]) -> di
     return item
 
 
-def response_json(response: SearchResponse, reader: Any) -> dict[str, Any]:
+def response_json(response: SearchResponse) -> dict[str, Any]:
     return {
         "query": response.query,
-        "results": [hit_json(reader, c, response.weights) for c in response.hits],
+        "results": [hit_json(c, response.weights) for c in response.hits],
         "evidence_gap": response.gap.gap,
         "gap": response.gap.figures(),
         "intent": {"name": response.intent.intent, "similarity": round(response.intent.similarity, 4),
@@ -97,7 +96,7 @@ def _json_len(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 
 
-def brief_hits(response: SearchResponse, reader: Any, now: float | None = None,
+def brief_hits(response: SearchResponse, now: float | None = None,
                budget: int = BRIEF_BUDGET_CHARS) -> list[dict[str, Any]]:  # fmt: skip
     """Each hit as id, type, title, project, age, score and a one-line snippet; all of it within ``budget``.
 
@@ -116,9 +115,8 @@ def brief_hits(response: SearchResponse, reader: Any, now: float | None = None,
     share = (budget - _BRIEF_ENVELOPE - len(hits)) // len(hits)
     items: list[dict[str, Any]] = []
     for candidate in hits:
-        doc = reader.table.doc(candidate.row)
-        title = one_line(doc["title"])
-        rest = one_line(doc["content"])
+        title = one_line(candidate.title)
+        rest = one_line(candidate.content)
         if rest.startswith(title):  # the content repeats the title first
             rest = rest[len(title):].lstrip(" .:;,-—")
         when = datetime.fromtimestamp(candidate.time, UTC) if candidate.time is not None else None

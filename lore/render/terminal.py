@@ -61,7 +61,7 @@ def _highlight(text: str, terms: set[str]) -> Any:
     return rendered
 
 
-def render_search(response: SearchResponse, reader: Any, *, explain: bool = False, now: float | None = None) -> None:
+def render_search(response: SearchResponse, *, explain: bool = False, now: float | None = None) -> None:
     from datetime import UTC, datetime
 
     from rich.text import Text
@@ -80,7 +80,6 @@ def render_search(response: SearchResponse, reader: Any, *, explain: bool = Fals
         return
     terms = set(content_words(response.query)) | set(query_terms(response.query))
     for number, hit in enumerate(response.hits, start=1):
-        doc = reader.table.doc(hit.row)
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
         kind = hit.kind.replace("_", "-")
         head = Text(f"{number:>2}. ")
@@ -92,8 +91,8 @@ def render_search(response: SearchResponse, reader: Any, *, explain: bool = Fals
         if hit.represents > 1:
             head.append(f"  (+{hit.represents - 1} near-identical)", style="dim")
         out.print(head)
-        out.print(Text("    ").append(_highlight(one_line(doc["title"]), terms)))
-        body = doc["content"][len(doc["title"]):].strip()
+        out.print(Text("    ").append(_highlight(one_line(hit.title), terms)))
+        body = hit.content[len(hit.title):].strip()
         if body:
             snippet = _highlight(_snippet(body, terms), terms)
             snippet.stylize("dim")

@@ -11,16 +11,17 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 CAPTURE_SETTING = "LORE_CAPTURE"
 
 
-def capture_enabled(flag: bool) -> bool:
+def capture_enabled(flag: bool, settings: Settings) -> bool:
     """``--capture`` on the hook's command line, or ``LORE_CAPTURE=on``; ``LORE_CAPTURE=off`` wins over both."""
-    value = os.environ.get(CAPTURE_SETTING, "").strip().lower()
-    if value in ("off", "0", "false", "no"):
-        return False
-    return flag or value in ("on", "1", "true", "yes")
+    return settings.capture if settings.capture is not None else flag
 
 
 def spawn_capture(transcript: str, session_id: str | None, *, data_dir: str | None = None, index_dir: str | None = None,

@@ -17,9 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lore.store import Store
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 
 def config_dir() -> Path:
@@ -70,13 +73,15 @@ class ImportSummary:
 
 
 def import_transcripts(store: Store, paths: list[Path], *, project: str | None = None, dry_run: bool = False,
-                       method: str | None = None, step: Callable[[Path], None] | None = None) -> ImportSummary:  # fmt: skip
+                       method: str | None = None, step: Callable[[Path], None] | None = None,
+                       settings: Settings | None = None) -> ImportSummary:  # fmt: skip
     """Capture each transcript (only what the per-session state has not seen); the distillation once at the end."""
     from lore.sessions.pipeline import _distill, capture_session
 
     summary = ImportSummary(dry_run=dry_run, transcripts=len(paths))
     for path in paths:
-        report = capture_session(store, path, project=project, method=method, dry_run=dry_run, distill=False)
+        report = capture_session(store, path, project=project, method=method, dry_run=dry_run, distill=False,
+                                 settings=settings)  # fmt: skip
         summary.with_new_lines += report.lines is not None
         for record in report.added:
             summary.added[record.kind] += 1

@@ -17,17 +17,17 @@ spent on one session across all its captures; chunks past it are not sent.
 from __future__ import annotations
 
 import json
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lore.sessions.heuristics import Candidate, error_lines
 from lore.sessions.transcript import Chunk
 
+if TYPE_CHECKING:
+    from lore.settings import Settings
+
 METHOD = "llm"
 CHUNK_CHARS = 12_000
-DEFAULT_BUDGET_TOKENS = 20_000
 CHARS_PER_TOKEN = 4
-TIMEOUT_S = 60.0
 MAX_FIELD = 2_000
 _FIELDS = {
     "decision": (("decision",), ("rationale",)),
@@ -48,18 +48,6 @@ SESSION (lines %d-%d):
 """
 
 
-def budget_tokens() -> int:
-    try:
-        return max(0, int(os.environ.get("LORE_CAPTURE_LLM_BUDGET", DEFAULT_BUDGET_TOKENS)))
-    except ValueError:
-        return DEFAULT_BUDGET_TOKENS
-
-
-def _timeout() -> float:
-    try:
-        return max(1.0, float(os.environ.get("LORE_CAPTURE_LLM_TIMEOUT", TIMEOUT_S)))
-    except ValueError:
-        return TIMEOUT_S
 
 
 def session_lines(chunk: Chunk) -> list[tuple[int, str]]:
@@ -130,11 +118,11 @@ def parse(answer: str) -> list[Any] | str:
     return list(value["records"])
 
 
-def extract(chunk: Chunk, *, spent: int = 0) -> tuple[list[Candidate], int, list[str]]:
+def extract(chunk: Chunk, settings: Settings, *, spent: int = 0) -> tuple[list[Candidate], int, list[str]]:
     """Candidates from the model for ``chunk``; the tokens used; what went wrong (logged, not raised)."""
     from lore import llm
 
-    budget = budget_tokens()
+    budget = settings.capture_llm_budget
     found: list[Candidate] = []
     logs: list[str] = []
     used = 0
@@ -145,7 +133,7 @@ def extract(chunk: Chunk, *, spent: int = 0) -> tuple[list[Candidate], int, list
             logs.append(f"{chunk.path}:{first}-{last}: not sent to the model: the session's budget of "
                         f"{budget} tokens (LORE_CAPTURE_LLM_BUDGET) is spent")  # fmt: skip
             break
-        reply = llm.ask(prompt, _timeout())
+        reply = llm.ask(prompt, settings.capture_llm_timeout_s, settings.llm_cmd)
         used += cost + len(reply.text or "") // CHARS_PER_TOKEN
         if reply.text is None:
             logs.append(f"{chunk.path}:{first}-{last}: the model gave no answer: {reply.failure}")

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lore.capture import Scrubber, WriteOptions, store_record
 from lore.errors import DuplicateError, LoreError, NotFoundError, UsageError
@@ -26,6 +25,9 @@ from lore.sessions.heuristics import Candidate, Touched
 from lore.sessions.transcript import Chunk, read_new
 from lore.store import Record, Store
 from lore.store.records import format_time, parse_time
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 CANDIDATE_CONFIDENCE = 0.4
 METHODS = ("heuristic", "llm")
@@ -61,12 +63,12 @@ class CaptureReport:
         }  # fmt: skip
 
 
-def capture_method(method: str | None = None) -> str:
+def capture_method(method: str | None, settings: Settings) -> str:
     """``method``, else ``LORE_CAPTURE_METHOD``, else ``heuristic``; ``llm`` needs ``LORE_LLM_CMD``."""
-    chosen = (method or os.environ.get("LORE_CAPTURE_METHOD") or "heuristic").strip().lower()
+    chosen = (method or settings.capture_method).strip().lower()
     if chosen not in METHODS:
         raise UsageError(f"unknown capture method {chosen!r}", hint="methods: heuristic, llm")
-    if chosen == "llm" and not os.environ.get("LORE_LLM_CMD"):
+    if chosen == "llm" and not settings.llm_cmd:
         raise UsageError("--method llm needs LORE_LLM_CMD (the command that runs your model)")
     return chosen
 
@@ -85,12 +87,20 @@ def rejected_before(store: Store, kind: str, raw: dict[str, Any]) -> bool:
 
 
 def capture_session(store: Store, path: str | Path, *, project: str | None = None, session_id: str | None = None,
-                    method: str | None = None, dry_run: bool = False, distill: bool = True) -> CaptureReport:  # fmt: skip
-    """Capture what is new in the transcript at ``path`` (see the module docstring)."""
+                    method: str | None = None, dry_run: bool = False, distill: bool = True,
+                    settings: Settings | None = None) -> CaptureReport:  # fmt: skip
+    """Capture what is new in the transcript at ``path`` (see the module docstring).
+
+    ``settings``: read from the environment when not given (the CLI and the hooks pass theirs).
+    """
+    if settings is None:
+        from lore.settings import Settings
+
+        settings = Settings.from_env()
     transcript = Path(path).expanduser().absolute()
     if not transcript.is_file():
         raise NotFoundError(f"transcript {transcript} does not exist" if not transcript.exists() else f"{transcript} is not a file")
-    chosen = capture_method(method)
+    chosen = capture_method(method, settings)
     key = session_id or transcript.stem
     report = CaptureReport(session_id=key, transcript=str(transcript), method=chosen, dry_run=dry_run)
     if not dry_run:
@@ -114,7 +124,7 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
         if chosen == "llm":
             from lore.sessions import llm_extract
 
-            found, used, logs = llm_extract.extract(chunk, spent=_int(saved.get("llm_tokens")))
+            found, used, logs = llm_extract.extract(chunk, settings, spent=_int(saved.get("llm_tokens")))
             candidates += found
             report.llm_tokens = used
             report.warnings.extend(logs)

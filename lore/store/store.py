@@ -147,6 +147,49 @@ class Snapshot:
     def of_kind(self, *kinds: str) -> list[Record]:
         return [r for r in self.records.values() if r.kind in kinds]
 
+    def select(self, *, kinds: Iterable[str] | None = None, project: str | None = None, tags: Iterable[str] = (),
+               since: datetime | None = None, until: datetime | None = None, include_all: bool = False,
+               limit: int | None = None) -> list[Record]:  # fmt: skip
+        """The records passing every filter, newest first (ties by id): `lore list`, the MCP server and ``Lore.records``.
+
+        ``kinds`` are normalised kind names; ``tags`` must all be present (case and a leading
+        ``#`` ignored); ``since`` is inclusive, ``until`` exclusive, and a record without a
+        time passes neither; superseded and retracted records only with ``include_all``.
+        """
+        wanted_kinds = set(kinds) if kinds else None
+        wanted_tags = [t.lstrip("#").lower() for t in tags]
+        selected = []
+        for record in self.records.values():
+            if wanted_kinds and record.kind not in wanted_kinds:
+                continue
+            if project and record.project != project:
+                continue
+            if not include_all and not record.active:
+                continue
+            if wanted_tags and not all(t in [x.lower() for x in record.tags] for t in wanted_tags):
+                continue
+            moment = record.timestamp
+            if since and (moment is None or moment < since):
+                continue
+            if until and (moment is None or moment >= until):
+                continue
+            selected.append(record)
+        epoch = datetime.min.replace(tzinfo=UTC)
+        selected.sort(key=lambda r: (r.timestamp or epoch, r.id), reverse=True)
+        return selected[:limit] if limit else selected
+
+    def links_of(self, record_id: str) -> list[dict[str, Any]]:
+        """The edges touching a record as JSON (``from``, ``to``, ``relation``, ``weight``), in file order.
+
+        What `lore show --json`, the MCP ``show`` tool and ``Lore.links`` return.
+        """
+        return [{"from": e.source, "to": e.target, "relation": e.relation, "weight": e.weight}
+                for e in self.edges_of(record_id)]  # fmt: skip
+
+    def edges_of(self, record_id: str) -> list[Edge]:
+        """The graph.json edges touching a record, in file order."""
+        return [e for e in self.edges if record_id in (e.source, e.target)]
+
     def links(self, record_id: str) -> list[Link]:
         """The graph.json edges touching a record, in file order, each seen from that record."""
         found = []

@@ -17,8 +17,9 @@ from lore.paths import Locations
 
 if TYPE_CHECKING:
     from lore.index.graph import Adjacency, Neighbourhood
-    from lore.index.manager import IndexReader, IndexStatus
+    from lore.index.manager import IndexStatus
     from lore.rank.pipeline import SearchOptions, SearchResponse
+    from lore.settings import Settings
     from lore.store.health import Diagnosis
     from lore.store.store import Snapshot, Store
 
@@ -33,8 +34,11 @@ class Loaded:
 
 
 class Memory:
-    def __init__(self, locations: Locations, *, current_project: str | None) -> None:
+    def __init__(self, locations: Locations, *, current_project: str | None, settings: Settings | None = None) -> None:
+        from lore.settings import Settings
+
         self.locations = locations
+        self.settings = settings if settings is not None else Settings.from_env()
         self.current_project = current_project
         self._loaded: Loaded | None = None
         self._load_lock = threading.Lock()
@@ -91,28 +95,28 @@ class Memory:
 
         return search_options(current_project=self.current_project, **chosen)
 
-    def search(self, query: str, options: SearchOptions) -> tuple[SearchResponse, IndexReader]:
+    def search(self, query: str, options: SearchOptions) -> SearchResponse:
         """`lore search`'s pipeline, as the CLI runs it, without logging the query as an access.
 
         A person browsing is not an agent retrieving: reinforcement counts what agents
         were given. The access history is read afresh, so the ranking matches the CLI's.
         """
-        from lore.search import SearchSession, refresh_policy, search
+        from lore.search import SearchSession, search
 
         with self._search_lock:
             if self._session is None:
-                self._session = SearchSession(self.locations)
+                self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
             self._session.access = None
-            return search(self._session, query, options, policy=refresh_policy(), log_access=False)
+            return search(self._session, query, options, policy=self.settings.index_refresh, log_access=False)
 
     def warm(self) -> None:
         """Open (and if needed refresh) the index, so the first search does not wait for it."""
-        from lore.search import SearchSession, refresh_policy
+        from lore.search import SearchSession
 
         with self._search_lock:
             if self._session is None:
-                self._session = SearchSession(self.locations)
-            self._session.open(refresh_policy())
+                self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
+            self._session.open(self.settings.index_refresh)
             self._session.get_encoder()
 
     def audit_entries(self, record_id: str) -> list[dict[str, Any]]:

@@ -212,8 +212,8 @@ def search_page(memory: Memory, urls: Urls, params: dict[str, str]) -> str:
         return document(urls, "Search", body, active="search", data_dir=str(memory.locations.data_dir))
     options = memory.options(kinds=[chosen["type"]] if "type" in chosen else None, project=chosen.get("project"),
                              include_all=bool(chosen.get("all")))  # fmt: skip
-    response, reader = memory.search(query, options)
-    body.append(search_results(response, reader, urls))
+    response = memory.search(query, options)
+    body.append(search_results(response, urls))
     return document(urls, f"Search: {shorten(one_line(query), 60) or 'query'}", body, active="search",
                     data_dir=str(memory.locations.data_dir))  # fmt: skip
 
@@ -247,7 +247,7 @@ def _snippet(content: str, title: str, width: int = 300) -> str:
     return shorten(text, width) or text[:width]
 
 
-def search_results(response: SearchResponse, reader: Any, urls: Urls) -> Markup:
+def search_results(response: SearchResponse, urls: Urls) -> Markup:
     now = _now()
     terms = _terms(response.query)
     parts: list[Child] = [tag("p", f"Warning: {w}", class_="warning") for w in response.warnings]
@@ -257,7 +257,7 @@ def search_results(response: SearchResponse, reader: Any, urls: Urls) -> Markup:
                          class_="gap", role="status"))  # fmt: skip
     if not response.hits:
         parts.append(tag("p", "No results.", class_="muted"))
-    items = [_hit(number, hit, reader, response.weights, urls, terms, now) for number, hit in enumerate(response.hits, 1)]
+    items = [_hit(number, hit, response.weights, urls, terms, now) for number, hit in enumerate(response.hits, 1)]
     parts.append(tag("ol", items, class_="hits", id="results", data_query=response.query))
     weights = ", ".join(f"{k} {v:.2f}" for k, v in response.weights.items())
     parts.append(tag(
@@ -277,14 +277,13 @@ def search_results(response: SearchResponse, reader: Any, urls: Urls) -> Markup:
     return tag("section", parts, class_="results")
 
 
-def _hit(number: int, hit: Candidate, reader: Any, weights: dict[str, float], urls: Urls, terms: list[str],
+def _hit(number: int, hit: Candidate, weights: dict[str, float], urls: Urls, terms: list[str],
          now: datetime) -> Markup:  # fmt: skip
     from lore.render.results import components
 
-    doc = reader.table.doc(hit.row)
     moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
-    title = one_line(doc["title"])
-    snippet = _snippet(doc["content"], doc["title"])
+    title = one_line(hit.title)
+    snippet = _snippet(hit.content, hit.title)
     parts = components(hit, weights)
     channel_cells = []
     for channel in ("bm25", "vector", "hyde", "graph"):

@@ -20,8 +20,8 @@ one offers, from its documentation, is in docs/agents.md):
   project, writes an always-applied rule file ``.cursor/rules/lore.mdc``.
 
 Every change keeps the user's other settings and hooks, is idempotent, backs the
-file up first and writes atomically (``lore.hook_install``). Claude Code itself
-stays in ``lore.hook_install``.
+file up first and writes atomically (``lore.agent.install``). Claude Code itself
+stays in ``lore.agent.install``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from lore.errors import DataError, UsageError
-from lore.hook import AGENTS
-from lore.hook_install import (
+from lore.agent.hook import AGENTS
+from lore.agent.install import (
     SCOPES,
     Change,
     LoreHook,
@@ -49,6 +48,7 @@ from lore.hook_install import (
     lore_command,
     read_settings,
 )
+from lore.errors import DataError, UsageError
 from lore.store.fileio import atomic_write
 
 MCP_NAME = "lore"
@@ -342,7 +342,7 @@ def _apply_toml(path: Path, scope: str, document: Any, raw: bytes | None, change
 
     import tomlkit
 
-    from lore.hook_install import backup_path
+    from lore.agent.install import backup_path
 
     outcome = Outcome(path=path, scope=scope, changes=changes, dry_run=dry_run)
     if not outcome.changed:
@@ -451,7 +451,7 @@ def install(agent: str, *, scope: str = "user", command_prefix: str | None = Non
     """
     check_agent(agent)
     if agent == "claude-code":
-        from lore import hook_install
+        from lore.agent import install as hook_install
 
         return [hook_install.install(scope=scope, command_prefix=command_prefix, dry_run=dry_run, now=now,
                                      path=hook_install.settings_path(scope, cwd), capture=capture)]  # fmt: skip
@@ -465,7 +465,7 @@ def uninstall(agent: str, *, scope: str = "user", cwd: Path | None = None, dry_r
     """Remove every lore entry from ``agent``'s configuration of ``scope``; other entries stay."""
     check_agent(agent)
     if agent == "claude-code":
-        from lore import hook_install
+        from lore.agent import install as hook_install
 
         return [hook_install.uninstall(scope=scope, dry_run=dry_run, now=now,
                                        path=hook_install.settings_path(scope, cwd))]  # fmt: skip

@@ -38,6 +38,7 @@ except ImportError:  # mcp 1.x
 from lore import __version__
 from lore.errors import DuplicateError, LoreError, UsageError
 from lore.paths import Locations
+from lore.settings import Settings
 from lore.store.records import KINDS, RELATIONS
 
 SERVER_NAME = "lore"
@@ -110,13 +111,16 @@ def error_result(error: LoreError) -> CallToolResult:
 class LoreMCP:
     """The server's state: where the data lives, the warm search session, the default project."""
 
-    def __init__(self, locations: Locations, *, project: str | None = None, cwd: Path | None = None) -> None:
+    def __init__(self, locations: Locations, *, project: str | None = None, cwd: Path | None = None,
+                 settings: Settings | None = None) -> None:  # fmt: skip
         from lore.search import SearchSession
 
+        # Read and checked once, at start: the server accepts exactly what the CLI accepts.
+        self.settings = settings if settings is not None else Settings.from_env()
         self.locations = locations
         self.cwd = cwd or Path.cwd()
         self.default_project = project
-        self.session = SearchSession(locations)
+        self.session = SearchSession(locations, llm_cmd=self.settings.llm_cmd)
         # Sync tools run on worker threads; the session, the store and the stdout
         # redirection are not meant for concurrent use, so tool bodies run one at a time.
         self.lock = threading.Lock()
@@ -133,9 +137,9 @@ class LoreMCP:
 
     def store(self) -> Any:
         from lore.store import Store
-        from lore.store.audit import actor_from_env
+        from lore.store.audit import default_actor
 
-        return Store(self.locations.data_dir, actor=actor_from_env("mcp"))
+        return Store(self.locations.data_dir, actor=self.settings.actor or default_actor("mcp"))
 
     def call(self, work: Callable[[], CallToolResult]) -> CallToolResult:
         """Run a tool body: serialised, stdout kept off the wire, LoreError -> error result."""
@@ -145,30 +149,23 @@ class LoreMCP:
             except LoreError as error:
                 return error_result(error)
 
-    def run_search(self, query: str, options: Any) -> tuple[Any, Any]:
+    def run_search(self, query: str, options: Any) -> Any:
         from lore.search import search
 
         if not query.strip():
             raise UsageError("the query is empty", hint="say what the memory should be about")
         self.store().require()
-        return search(self.session, query, options, policy=os.environ.get("LORE_INDEX_REFRESH", "refresh"))
+        return search(self.session, query, options, policy=self.settings.index_refresh)
 
     def options(self, *, limit: int, kind: str | None = None, project: str | None = None,
                 graph_depth: int = 0, include_candidates: bool = True) -> Any:  # fmt: skip
-        import time
+        from lore.search import search_options
 
-        from lore.rank.pipeline import SearchOptions
-        from lore.store.records import normalise_kind
-
-        return SearchOptions(
-            limit=limit,
-            types=frozenset({normalise_kind(kind)}) if kind and kind.strip() else None,
-            project_filter=project.strip() if project and project.strip() else None,
-            current_project=self.project(None),
-            graph_depth=graph_depth,
-            include_candidates=include_candidates,
-            now=time.time(),
-        )
+        # The options `lore search` and Lore.search build, from the same function.
+        return search_options(limit=limit, kinds=[kind] if kind and kind.strip() else None,
+                              project=project.strip() if project and project.strip() else None,
+                              graph_depth=graph_depth, include_candidates=include_candidates,
+                              current_project=self.project(None))  # fmt: skip
 
     # -- tool bodies --------------------------------------------------------------------
     def search(self, query: str, limit: int, kind: str | None, project: str | None,
@@ -177,15 +174,15 @@ class LoreMCP:
         from lore.render.results import brief_hits, brief_line, response_json
         from lore.render.text import one_line
 
-        response, reader = self.run_search(query, self.options(limit=limit, kind=kind, project=project))
+        response = self.run_search(query, self.options(limit=limit, kind=kind, project=project))
         data: dict[str, Any]
         if verbose:
-            data = response_json(response, reader)
+            data = response_json(response)
             lines = [f"{hit['id']}  {hit['type']}  score {hit['score']:.4f}  {one_line(hit['title'])}"
                      for hit in data["results"]]  # fmt: skip
             warnings = data["warnings"]
         else:
-            hits = brief_hits(response, reader)
+            hits = brief_hits(response)
             lines = [brief_line(hit) for hit in hits]
             warnings = list(response.warnings)
             data = {"results": hits, "evidence_gap": response.gap.gap}
@@ -201,8 +198,8 @@ class LoreMCP:
     def context(self, query: str, budget_tokens: int, max_items: int, verbose: bool = False) -> CallToolResult:
         from lore.context import CHARS_PER_TOKEN, GAP_LINE, assemble, block_json
 
-        response, reader = self.run_search(query, self.options(limit=max_items, graph_depth=1, include_candidates=False))
-        block = assemble(response, reader, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
+        response = self.run_search(query, self.options(limit=max_items, graph_depth=1, include_candidates=False))
+        block = assemble(response, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
                          fenced=True, gap_line=True)  # fmt: skip
         text = block.text or GAP_LINE
         if verbose:
@@ -220,10 +217,7 @@ class LoreMCP:
         snapshot = store.load()
         record = snapshot.get(record_id.strip())
         payload = record_json(record)
-        payload["links"] = [
-            {"from": e.source, "to": e.target, "relation": e.relation, "weight": e.weight}
-            for e in snapshot.edges if record.id in (e.source, e.target)
-        ]  # fmt: skip
+        payload["links"] = snapshot.links_of(record.id)
         payload = _jsonable(payload)
         return _result(orjson.dumps(payload).decode(), payload)
 
@@ -261,27 +255,19 @@ class LoreMCP:
     def graph_neighbors(self, record_id: str, depth: int, verbose: bool = False) -> CallToolResult:
         from lore.render.results import BRIEF_TITLE_CHARS
         from lore.render.text import one_line, shorten
+        from lore.search import neighbours as find_neighbours
 
         self.store().require()
-        reader = self.session.open(os.environ.get("LORE_INDEX_REFRESH", "refresh"))
-        table = reader.table
-        seed = _resolve_id(table.ids, record_id.strip())
-        found = reader.adjacency.bfs([seed], depth)
+        seed, found = find_neighbours(self.session, record_id.strip(), depth, policy=self.settings.index_refresh)
         neighbours = []
-        for other, (hops, path) in sorted(found.items(), key=lambda kv: (kv[1][0], kv[0])):
-            if other == seed:
-                continue
-            row = table.row(other)
-            if row is None:
-                continue
-            chain, steps, at = [seed], [], seed
-            for edge, direction in path:
-                at = edge.target if direction == "out" else edge.source
-                arrow = f"-{edge.relation}->" if direction == "out" else f"<-{edge.relation}-"
-                chain += [arrow, at]
-                steps.append({"relation": edge.relation, "direction": direction, "to": at})
-            neighbour: dict[str, Any] = {"id": other, "type": table.kinds[row], "title": table.doc(row)["title"],
-                                         "hops": hops, "path": " ".join(chain)}  # fmt: skip
+        for near in found:
+            chain: list[str] = [seed]
+            steps = []
+            for relation, direction, at in near.steps:
+                chain += [f"-{relation}->" if direction == "out" else f"<-{relation}-", at]
+                steps.append({"relation": relation, "direction": direction, "to": at})
+            neighbour: dict[str, Any] = {"id": near.id, "type": near.kind, "title": near.title,
+                                         "hops": near.hops, "path": " ".join(chain)}  # fmt: skip
             if verbose:
                 neighbour.update(relations=[s["relation"] for s in steps], steps=steps)
             else:
@@ -322,15 +308,6 @@ class LoreMCP:
         if not lines:
             lines = ["No candidates waiting for review."]
         return _result("\n".join(lines), {"action": action, "records": items})
-
-
-def _resolve_id(ids: list[str], wanted: str) -> str:
-    """An exact id, or a unique prefix of 6+ characters (as ``Snapshot.get``)."""
-    if not wanted:
-        raise UsageError("a record id is required")
-    from lore.store.store import resolve_id
-
-    return resolve_id(ids, wanted, hint="find ids with the search tool")
 
 
 def build_server(lore: LoreMCP) -> Any:
@@ -570,11 +547,12 @@ def exit_on_signals(lore: LoreMCP) -> None:
     signal.signal(signal.SIGTERM, on_signal)
 
 
-def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None) -> None:
+def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
+          settings: Settings | None = None) -> None:  # fmt: skip
     """Run the stdio server until the client closes stdin or sends SIGINT/SIGTERM."""
     if not locations.data_dir.is_dir():
         print(f"lore mcp: warning: data directory {locations.data_dir} does not exist; "
               "create it with `lore init`", file=sys.stderr)  # fmt: skip
-    lore = LoreMCP(locations, project=project, cwd=cwd)
+    lore = LoreMCP(locations, project=project, cwd=cwd, settings=settings)
     exit_on_signals(lore)
     build_server(lore).run("stdio")

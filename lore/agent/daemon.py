@@ -7,7 +7,7 @@ is warm) and the prompt hook starts it when none runs, both without waiting for
 it (``ensure_started``); ``lore server disable`` or ``LORE_SERVER=off`` turn
 that off. A single instance per index (file lock). It exits after an idle
 period (default 10 minutes), when its index is rebuilt or removed, when its
-data dir disappears, and when its resident memory passes ``max_rss_bytes()``
+data dir disappears, and when its resident memory passes ``LORE_SERVER_MAX_RSS_MB``
 (the next prompt starts a fresh one). ``lore server status|stop`` show and stop
 it; the hook falls back to in-process work whenever it does not answer.
 Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
@@ -16,74 +16,27 @@ Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
 import sys
 import time
 
-# The prompt hook imports this module for ask_server(); keep its imports cheap.
+from lore.agent.client import AFTER_CALLER_S, DEFAULT_IDLE_S, _alive, server_paths
+from lore.agent.log import log_failure
+from lore.agent.prompt import context_for_prompt
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-DEFAULT_IDLE_S = 600
 ACCEPT_POLL_S = 1.0
 MAX_REQUEST = 1 << 20
-# The helper exits once its resident set passes this (LORE_SERVER_MAX_RSS_MB overrides):
-# about 100 MB at 10,000 records and 250 MB at 50,000 here, so only a leak or a far
-# larger store reaches it; the next prompt then starts a fresh helper.
-DEFAULT_MAX_RSS_MB = 512
-# A helper spawned by a hook waits this long at most for the hook to exit before it warms up.
-AFTER_CALLER_S = 2.0
-# ...and, spawned by the session-start hook, this long more: a scripted session (claude -p)
-# sends its first prompt within ~100 ms of the session start, and that prompt's in-process
-# search should not share two cores with the helper's warm-up (measured with Claude Code:
-# context on 3 of 7 such prompts without the pause, 6 of 7 with the helper off). A person
-# takes longer than this to type a first prompt, which then finds the helper ready.
-SESSION_SETTLE_S = 1.0
-# A helper that was spawned but died before serving (no usable data, a crash) is not
-# respawned by every prompt: at most once per this many seconds.
-SPAWN_RETRY_S = 10.0
-
-
-def _key(index_dir: Path) -> str:
-    return hashlib.sha1(str(index_dir.absolute()).encode()).hexdigest()[:12]
-
-
-def server_paths(index_dir: Path) -> dict[str, Path]:
-    from lore.paths import cache_dir
-
-    base = cache_dir() / "server"
-    key = _key(index_dir)
-    return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json",
-            "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
-
-
-def _current_index_dir() -> Path:
-    from lore.paths import Locations
-
-    return Locations.resolve().index_dir
-
-
-def auto_start_enabled() -> bool:
-    """Whether the hooks start the helper: on unless ``LORE_SERVER=off`` or ``lore server disable``."""
-    value = os.environ.get("LORE_SERVER")
-    if value is not None and value.strip():
-        return value.strip().lower() not in ("off", "0", "false", "no", "disable", "disabled")
-    from lore.paths import state_dir
-
-    return not (state_dir() / "server-off").exists()
-
-
-def max_rss_bytes() -> int:
-    try:
-        megabytes = float(os.environ.get("LORE_SERVER_MAX_RSS_MB", DEFAULT_MAX_RSS_MB))
-    except ValueError:
-        megabytes = DEFAULT_MAX_RSS_MB
-    return int(max(32.0, megabytes) * 1024 * 1024)
+# The helper exits once its resident set passes lore.settings.DEFAULT_SERVER_MAX_RSS_MB
+# (512; LORE_SERVER_MAX_RSS_MB overrides): about 100 MB at 10,000 records and 250 MB at
+# 50,000 here, so only a leak or a far larger store reaches it; the next prompt then
+# starts a fresh helper.
 
 
 def rss_bytes() -> int | None:
@@ -102,177 +55,6 @@ def rss_bytes() -> int | None:
     return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
-def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> str | None:
-    """Send a request to the running helper; None when none answers in time (the caller works in-process)."""
-    index_dir = index_dir or _current_index_dir()
-    paths = server_paths(index_dir)
-    if not paths["socket"].exists():
-        return None
-    remaining = deadline - time.monotonic()
-    if remaining <= 0.01:
-        return None
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.settimeout(remaining)
-            client.connect(str(paths["socket"]))
-            client.sendall(json.dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                client.settimeout(max(0.001, deadline - time.monotonic()))
-                chunk = client.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-    except (OSError, TimeoutError):
-        return None
-    try:
-        reply = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(reply, dict) or not reply.get("ok"):
-        return None
-    text = reply.get("text")
-    return text if isinstance(text, str) else None
-
-
-def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
-                   after_caller: bool = False, settle_s: float = 0.0) -> int:  # fmt: skip
-    """Start a helper in its own session (it outlives this process by design); return its pid.
-
-    Spawn and return: nothing here waits for the helper. Its stdin, stdout and stderr
-    are not the caller's (an agent waits for a hook's pipes to close), its locations
-    are absolute and it changes to ``/`` itself (it pins no directory); ``-P`` keeps
-    the caller's working directory off its import path. ``os.posix_spawn`` costs
-    under a millisecond where ``subprocess`` costs 5-10 ms to import and as much to
-    fork: the session-start hook pays this on every session.
-
-    ``after_caller``: the helper waits for this process to exit (at most
-    ``AFTER_CALLER_S``), then ``settle_s`` more, before it imports and loads anything
-    (lore.__main__ does the waiting), so the hook that spawns it, and a prompt sent
-    right after a session start, do not share the CPU with its warm-up on a small machine.
-    """
-    index_dir = (index_dir or _current_index_dir()).absolute()
-    paths = server_paths(index_dir)
-    paths["dir"].mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "LORE_INDEX_DIR": str(index_dir)}
-    if data_dir is not None:
-        env["LORE_DATA_DIR"] = str(data_dir.absolute())
-    elif env.get("LORE_DATA_DIR"):
-        env["LORE_DATA_DIR"] = os.path.abspath(env["LORE_DATA_DIR"])
-    env.pop("LORE_SERVER_AFTER_PID", None)
-    env.pop("LORE_SERVER_SETTLE_MS", None)
-    if after_caller:
-        env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
-        env["LORE_SERVER_SETTLE_MS"] = str(int(max(0.0, settle_s) * 1000))
-    argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
-    if hasattr(os, "posix_spawn"):
-        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                   (os.POSIX_SPAWN_OPEN, 1, str(paths["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
-                   (os.POSIX_SPAWN_DUP2, 1, 2)]  # fmt: skip
-        with contextlib.suppress(NotImplementedError):  # setsid where the platform lacks it
-            return os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
-    import subprocess
-
-    with paths["log"].open("ab") as log:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                   close_fds=True, cwd="/", env=env)  # fmt: skip
-    # Never waited for: once this (short-lived) process exits, init reaps the helper.
-    return process.pid
-
-
-def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0) -> int | None:
-    """Start a helper for ``index_dir`` in the background unless one serves or is starting.
-
-    Never waits for it: the caller (a hook) answers this prompt without it. Returns the
-    new helper's pid, or None when none was started (disabled, no data dir, one runs,
-    or one died moments ago). Costs a few stat calls when a helper runs.
-    """
-    if not auto_start_enabled() or not data_dir.is_dir():
-        return None
-    paths = server_paths(index_dir)
-    if read_status(index_dir) is not None:
-        return None
-    try:
-        spawned = json.loads(paths["spawn"].read_text())
-        pid, at = int(spawned["pid"]), float(spawned["at"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pid, at = 0, 0.0
-    if pid and _alive(pid):
-        return None  # still warming up (it writes its status once it serves)
-    if 0.0 <= time.time() - at < SPAWN_RETRY_S:
-        return None
-    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True, settle_s=settle_s)
-    with contextlib.suppress(OSError):
-        tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
-        tmp.replace(paths["spawn"])
-    return pid
-
-
-def read_status(index_dir: Path | None = None) -> dict[str, Any] | None:
-    paths = server_paths(index_dir or _current_index_dir())
-    try:
-        status = json.loads(paths["status"].read_text())
-    except (OSError, ValueError):
-        return None
-    pid = status.get("pid")
-    if not isinstance(pid, int) or not _alive(pid):
-        return None
-    return status if isinstance(status, dict) else None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A helper that exited but is not reaped yet (its parent, `lore server start`, is gone)
-    # still answers kill(0): it is a zombie, not a running helper.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
-def _warming_pid(index_dir: Path) -> int | None:
-    """A helper the hooks spawned that has not announced itself yet (Linux: checked against its command line)."""
-    try:
-        pid = int(json.loads(server_paths(index_dir)["spawn"].read_text())["pid"])
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            words = cmdline.read().split(b"\0")
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return pid if b"server" in words and b"run" in words and _alive(pid) else None
-
-
-def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
-    """Stop the helper for the index (serving or still warming up); return its pid, or None if none ran."""
-    index_dir = index_dir or _current_index_dir()
-    status = read_status(index_dir)
-    pid = int(status["pid"]) if status is not None else _warming_pid(index_dir)
-    if pid is None:
-        return None
-    import signal
-
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and _alive(pid):
-        time.sleep(0.05)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-    if _alive(pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    # Stopped on purpose, not crashed: the next hook may start a fresh one at once.
-    with contextlib.suppress(OSError):
-        server_paths(index_dir)["spawn"].unlink()
-    return pid
-
 
 def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     """Run the helper in the foreground until idle, rebuilt, gone, too big or stopped. Returns an exit code."""
@@ -280,8 +62,15 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
 
     import filelock
 
+    from lore.errors import LoreError
     from lore.paths import Locations
+    from lore.settings import Settings
 
+    try:
+        settings = Settings.from_env()
+    except LoreError as error:
+        sys.stderr.write(f"lore server exiting: {error.message}\n")
+        return 1
     locations = Locations.resolve()
     for name in ("LORE_CACHE_DIR", "LORE_STATE_DIR"):  # read again later, after the chdir below
         if os.environ.get(name):
@@ -298,7 +87,6 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     except filelock.Timeout:
         return 3  # another helper already serves this index
     _wait_for_caller()
-    from lore.hook import context_for_prompt, log_failure
     from lore.index.manager import IndexManager
     from lore.search import SearchSession
 
@@ -331,7 +119,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         analysis.terms("warm the stemmer")
     generation = reader.directory
     data_dir = str(locations.data_dir.resolve())
-    refresher = _Refresher(locations, generation, stamp, log_failure)
+    refresher = _Refresher(locations, generation, stamp)
     stopping = {"flag": False}
 
     def on_term(signum: int, frame: Any) -> None:
@@ -365,7 +153,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
 
-    rss_limit = max_rss_bytes()
+    rss_limit = settings.server_max_rss_bytes
     write_status()
     reason = "stopped"
     try:
@@ -418,7 +206,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
                 raise
             last_used = time.monotonic()
             with conn:
-                _handle(conn, session, data_dir, context_for_prompt, log_failure)
+                _handle(conn, session, data_dir)
             served += 1
             write_status()
             next_check = 0.0  # revalidate right after answering, before the next accept
@@ -444,7 +232,7 @@ REVALIDATE_S = 1.0
 REFRESH_RETRY_S = 30.0
 # How long the refresh waits for another process's build before giving up (and retrying later).
 REFRESH_LOCK_S = 120.0
-_REFRESH_CHILD = "from lore.server import refresh_child; raise SystemExit(refresh_child())"
+_REFRESH_CHILD = "from lore.agent.daemon import refresh_child; raise SystemExit(refresh_child())"
 # The refresh runs beside the helper and the prompt hooks: keep it to one core.
 _ONE_CORE = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
              "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
@@ -486,13 +274,12 @@ class _Refresher:
     requests (``take``).
     """
 
-    def __init__(self, locations: Any, generation: Path, stamp: tuple[str, int, int] | None, log_failure: Any) -> None:
+    def __init__(self, locations: Any, generation: Path, stamp: tuple[str, int, int] | None) -> None:
         import threading
 
         self.locations = locations
         self.generation = generation
         self.stamp = stamp  # meta.json of the reader the helper serves from
-        self.log_failure = log_failure
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.child: Any = None
@@ -513,7 +300,7 @@ class _Refresher:
         try:
             return manager.staleness(reader.meta) is not None
         except Exception as exc:
-            self.log_failure("server-refresh", repr(exc))
+            log_failure("server-refresh", repr(exc))
             self.retry_after = time.monotonic() + REFRESH_RETRY_S
             return False
 
@@ -560,13 +347,13 @@ class _Refresher:
                 if code is None:
                     return  # the helper is stopping
                 if code != 0:
-                    self.log_failure("server-refresh", f"index refresh exited with {code}; retrying in {REFRESH_RETRY_S:.0f}s")
+                    log_failure("server-refresh", f"index refresh exited with {code}; retrying in {REFRESH_RETRY_S:.0f}s")
                     self.retry_after = time.monotonic() + REFRESH_RETRY_S
                     return
                 found = manager.read_meta()
                 if found is not None and manager.staleness(found[1]) is not None and manager.source_manifest() == before:
                     # Built, yet as stale as before: do not loop on it.
-                    self.log_failure("server-refresh", "the index is still stale after a refresh")
+                    log_failure("server-refresh", "the index is still stale after a refresh")
                     self.retry_after = time.monotonic() + REFRESH_RETRY_S
             stamp = _meta_stamp(manager)
             found = manager.read_meta()
@@ -578,7 +365,7 @@ class _Refresher:
             reader = IndexReader(*found)
             _warm(reader)
         except Exception as exc:
-            self.log_failure("server-refresh", repr(exc))
+            log_failure("server-refresh", repr(exc))
             self.retry_after = time.monotonic() + REFRESH_RETRY_S
             return
         with self.lock:
@@ -640,7 +427,7 @@ def refresh_child() -> int:
     return 0
 
 
-def _handle(conn: socket.socket, session: Any, data_dir: str, context_for_prompt: Any, log_failure: Any) -> None:
+def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
     """Answer one request from the loaded index, as it is; never refresh or build here."""
     conn.settimeout(2.0)
     data = b""
@@ -662,8 +449,8 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, context_for_prompt
         elif request.get("op") == "session":
             # The session-start block: read from the store (not the index), here because the
             # helper has the store's modules loaded; a hook that asks saves their imports.
+            from lore.agent.session import session_start_text
             from lore.project import detect_project
-            from lore.session_context import session_start_text
 
             cwd = request.get("cwd")
             project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)

@@ -74,9 +74,9 @@ def record_handoff_stub(locations: Locations, project: str, session_id: str | No
     updates the session's stub (when the last topic changed) instead of adding one.
     """
     from lore import capture
+    from lore.agent.hook import _safe_name
     from lore.capture import WriteOptions
     from lore.errors import LoreError
-    from lore.hook import _safe_name
 
     store = Store(locations.data_dir)
     if not store.exists():

@@ -13,10 +13,13 @@ This module imports only the standard library until it has to search.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
+
+from lore.agent.log import log_failure
+from lore.agent.prompt import context_for_prompt
+from lore.settings import DEFAULT_HOOK_BUDGET, DEFAULT_HOOK_DEADLINE_MS, Settings
 
 # Importing typing costs ~5-25 ms; the hook only needs it for the type checker.
 TYPE_CHECKING = False
@@ -24,8 +27,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-DEFAULT_BUDGET = 1500
-DEFAULT_DEADLINE_MS = 400
+DEFAULT_BUDGET = DEFAULT_HOOK_BUDGET
+DEFAULT_DEADLINE_MS = DEFAULT_HOOK_DEADLINE_MS
 MAX_STDIN = 1 << 20
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'\-]+|\d+[A-Za-z]+[A-Za-z0-9]*")
 _TRIVIAL_WORDS = frozenset(
@@ -33,26 +36,11 @@ _TRIVIAL_WORDS = frozenset(
 )
 
 
-def log_failure(kind: str, message: str) -> None:
-    """One line per failure in the cache dir; never raises."""
-    try:
-        from lore.paths import cache_dir
-
-        path = cache_dir() / "hook.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        line = f"{stamp} {kind}: {' '.join(str(message).split())[:500]}\n"
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-    except Exception:
-        pass
-
-
 def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
-# The agents whose hook protocols lore speaks (lore.agents installs the hooks).
+# The agents whose hook protocols lore speaks (lore.agent.agents installs the hooks).
 AGENTS = ("claude-code", "codex", "gemini", "cursor")
 # The prompt hook's event name in each agent's protocol.
 # Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
@@ -129,20 +117,6 @@ def _safe_name(value: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:120] or "_"
 
 
-def budget_chars() -> int:
-    try:
-        return max(0, int(os.environ.get("LORE_HOOK_BUDGET", DEFAULT_BUDGET)))
-    except ValueError:
-        return DEFAULT_BUDGET
-
-
-def deadline_seconds() -> float:
-    try:
-        return max(0.05, int(os.environ.get("LORE_HOOK_DEADLINE_MS", DEFAULT_DEADLINE_MS)) / 1000)
-    except ValueError:
-        return DEFAULT_DEADLINE_MS / 1000
-
-
 def read_event(stream: Any) -> dict[str, Any]:
     raw = stream.buffer.read(MAX_STDIN + 1) if hasattr(stream, "buffer") else stream.read(MAX_STDIN + 1)
     if isinstance(raw, bytes):
@@ -157,9 +131,9 @@ def read_event(stream: Any) -> dict[str, Any]:
     return event
 
 
-def remember_last_prompt(session_id: str | None, prompt: str) -> None:
-    """Keep the session's last prompt (scrubbed, short) for an optional handoff stub."""
-    if not session_id or os.environ.get("LORE_HOOK_HANDOFF", "off") != "on":
+def remember_last_prompt(session_id: str | None, prompt: str, handoff: bool) -> None:
+    """Keep the session's last prompt (scrubbed, short) for an optional handoff stub (``LORE_HOOK_HANDOFF=on``)."""
+    if not session_id or not handoff:
         return
     try:
         from lore.paths import state_dir
@@ -172,34 +146,7 @@ def remember_last_prompt(session_id: str | None, prompt: str) -> None:
         log_failure("last-prompt", repr(exc))
 
 
-def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
-                       gap_line: bool = False, policy: str | None = None) -> str:  # fmt: skip
-    """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
-    from lore.context import assemble
-    from lore.project import detect_project
-    from lore.rank.pipeline import SearchOptions
-    from lore.search import search
-
-    project = detect_project(cwd) if cwd else None
-    options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
-    response, reader = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
-    block = assemble(response, reader, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
-    return block.text
-
-
-def prompt_policy(policy: str | None = None) -> str:
-    """The staleness policy on the prompt path: ``ignore`` (default) or ``warn``, never ``refresh``.
-
-    A refresh can take seconds (a full rebuild, minutes): inside the hook's deadline it
-    would cost the prompt its context, and the build would be cut off when the hook
-    exits, so ``LORE_HOOK_REFRESH=refresh`` answers from the index as it is, like ``warn``.
-    The next ordinary command (``lore search``, ``lore index``) or the warm helper refreshes.
-    """
-    value = policy if policy is not None else os.environ.get("LORE_HOOK_REFRESH", "ignore")
-    return "warn" if value == "refresh" else value
-
-
-def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float,
+def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float, settings: Settings,
                 locations: Any = None) -> str | None:  # fmt: skip
     """Search in a worker thread; give up (None) at the hard deadline."""
     from lore.index.manager import IndexManager, IndexReader
@@ -224,7 +171,8 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     def work() -> None:
         try:
             session = SearchSession(locations, reader=IndexReader(*found))
-            result["text"] = context_for_prompt(session, prompt, cwd, budget, soft, _gap_line())
+            result["text"] = context_for_prompt(session, prompt, cwd, budget, soft, settings.hook_gap == "line",
+                                                policy=settings.hook_refresh)  # fmt: skip
         except BaseException as exc:
             result["error"] = exc
 
@@ -260,16 +208,12 @@ def vector_cost_estimate(meta: Any) -> float:  # the GenerationMeta of lore.inde
     return ENCODER_LOAD_S + records * VECTOR_SECONDS_PER_RECORD + FINISH_S
 
 
-def _gap_line() -> bool:
-    return os.environ.get("LORE_HOOK_GAP", "nothing") == "line"
-
-
 def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> int:
     """Entry point for ``lore hook prompt``. Always returns 0."""
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     started = time.monotonic()
-    deadline = started + deadline_seconds()
+    deadline = started + DEFAULT_DEADLINE_MS / 1000
     agent = agent_argument(args)
     spawn_for: Any = None
     try:
@@ -277,7 +221,9 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
             stdout.write(prompt_output(agent, "") + "\n")
             stdout.flush()
             return 0
-        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
+        settings = Settings.from_env()  # a bad value is logged below and the prompt goes through without context
+        deadline = started + settings.hook_deadline_s
+        if not settings.hook:
             return 0
         event = read_event(stdin)
         prompt = event.get("prompt")
@@ -288,22 +234,22 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         cwd = event_cwd(event)
         if session_opted_out(session_id):
             return 0
-        remember_last_prompt(session_id, prompt)
+        remember_last_prompt(session_id, prompt, settings.hook_handoff)
         if is_trivial(prompt):
             return 0
-        budget = budget_chars()
+        budget = settings.hook_budget
         if budget <= 0:
             return 0
+        from lore.agent.client import ask_server
         from lore.paths import Locations
-        from lore.server import ask_server
 
         locations = Locations.resolve()
         # The resolved data dir: a helper serving another data dir (same index dir) declines.
-        text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": _gap_line(),
+        text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": settings.hook_gap == "line",
                            "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
         if text is None:
             spawn_for = locations  # a helper for the next prompt, once this one is answered
-            text = _in_process(prompt, cwd, budget, started, deadline, locations)
+            text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
         if text and len(text) <= budget:
             stdout.write(prompt_output(agent, text) + "\n")
             stdout.flush()
@@ -313,7 +259,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         log_failure(type(exc).__name__, str(exc))
     if spawn_for is not None:
         # Last, after the answer is out: the new interpreter's start-up shares no CPU with this prompt.
-        start_helper(spawn_for)
+        start_helper(spawn_for, settings.server)
     return 0
 
 
@@ -331,14 +277,17 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
     agent = agent_argument(args)
     text = ""
     spawn_for: Any = None
+    server: bool | None = None
     try:
         event = read_event(stdin)
-        if os.environ.get("LORE_HOOK", "on").lower() in ("off", "0", "false", "no"):
+        settings = Settings.from_env()  # a bad value is logged below and the session starts without context
+        if not settings.hook:
             return 0
         from lore.paths import Locations
 
         locations = spawn_for = locations or Locations.resolve()
-        budget = budget_chars()
+        server = settings.server
+        budget = settings.hook_budget
         note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
         text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
         text = "\n".join(part for part in (note, text) if part)
@@ -352,9 +301,9 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
             stdout.write(hook_output("SessionStart", text) + "\n")
         stdout.flush()
     if spawn_for is not None:
-        from lore.server import SESSION_SETTLE_S
+        from lore.agent.client import SESSION_SETTLE_S
 
-        start_helper(spawn_for, SESSION_SETTLE_S)
+        start_helper(spawn_for, server, SESSION_SETTLE_S)
     return 0
 
 
@@ -363,25 +312,25 @@ SESSION_ASK_S = 0.5
 
 def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
     """The session-start block: from a running helper when there is one (no store imports), else in process."""
-    from lore.server import ask_server
+    from lore.agent.client import ask_server
 
     asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
                         "data_dir": str(locations.data_dir.resolve())},
                        time.monotonic() + SESSION_ASK_S, locations.index_dir)  # fmt: skip
     if asked is not None:
         return asked
+    from lore.agent.session import session_start_text
     from lore.project import detect_project
-    from lore.session_context import session_start_text
 
     return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
 
 
-def start_helper(locations: Any, settle_s: float = 0.0) -> None:
-    """Start the warm helper in the background when none runs (``lore.server.ensure_started``); never raises."""
+def start_helper(locations: Any, server: bool | None, settle_s: float = 0.0) -> None:
+    """Start the warm helper in the background when none runs (``lore.agent.client.ensure_started``); never raises."""
     try:
-        from lore.server import ensure_started
+        from lore.agent.client import ensure_started
 
-        ensure_started(locations.index_dir, locations.data_dir, settle_s)
+        ensure_started(locations.index_dir, locations.data_dir, settle_s, server=server)
     except Exception as exc:
         log_failure("server-start", repr(exc))
 

@@ -1,0 +1,235 @@
+"""The warm helper's client side: find, ask, start, stop and show the helper for an index.
+
+The hooks import this module on every prompt: it imports only the standard library.
+The helper itself (``lore.agent.daemon``) depends on this module, never the reverse.
+Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+
+# The prompt hook imports this module for ask_server(); keep its imports cheap.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+DEFAULT_IDLE_S = 600
+# A helper spawned by a hook waits this long at most for the hook to exit before it warms up.
+AFTER_CALLER_S = 2.0
+# ...and, spawned by the session-start hook, this long more: a scripted session (claude -p)
+# sends its first prompt within ~100 ms of the session start, and that prompt's in-process
+# search should not share two cores with the helper's warm-up (measured with Claude Code:
+# context on 3 of 7 such prompts without the pause, 6 of 7 with the helper off). A person
+# takes longer than this to type a first prompt, which then finds the helper ready.
+SESSION_SETTLE_S = 1.0
+# A helper that was spawned but died before serving (no usable data, a crash) is not
+# respawned by every prompt: at most once per this many seconds.
+SPAWN_RETRY_S = 10.0
+
+
+def _key(index_dir: Path) -> str:
+    return hashlib.sha1(str(index_dir.absolute()).encode()).hexdigest()[:12]
+
+
+def server_paths(index_dir: Path) -> dict[str, Path]:
+    from lore.paths import cache_dir
+
+    base = cache_dir() / "server"
+    key = _key(index_dir)
+    return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json",
+            "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
+
+
+def _current_index_dir() -> Path:
+    from lore.paths import Locations
+
+    return Locations.resolve().index_dir
+
+
+def auto_start_enabled(server: bool | None) -> bool:
+    """Whether the hooks start the helper: ``LORE_SERVER`` (``Settings.server``) when set, else not ``lore server disable``."""
+    if server is not None:
+        return server
+    from lore.paths import state_dir
+
+    return not (state_dir() / "server-off").exists()
+
+
+def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> str | None:
+    """Send a request to the running helper; None when none answers in time (the caller works in-process)."""
+    index_dir = index_dir or _current_index_dir()
+    paths = server_paths(index_dir)
+    if not paths["socket"].exists():
+        return None
+    remaining = deadline - time.monotonic()
+    if remaining <= 0.01:
+        return None
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(remaining)
+            client.connect(str(paths["socket"]))
+            client.sendall(json.dumps(request).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                client.settimeout(max(0.001, deadline - time.monotonic()))
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except (OSError, TimeoutError):
+        return None
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(reply, dict) or not reply.get("ok"):
+        return None
+    text = reply.get("text")
+    return text if isinstance(text, str) else None
+
+
+def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
+                   after_caller: bool = False, settle_s: float = 0.0) -> int:  # fmt: skip
+    """Start a helper in its own session (it outlives this process by design); return its pid.
+
+    Spawn and return: nothing here waits for the helper. Its stdin, stdout and stderr
+    are not the caller's (an agent waits for a hook's pipes to close), its locations
+    are absolute and it changes to ``/`` itself (it pins no directory); ``-P`` keeps
+    the caller's working directory off its import path. ``os.posix_spawn`` costs
+    under a millisecond where ``subprocess`` costs 5-10 ms to import and as much to
+    fork: the session-start hook pays this on every session.
+
+    ``after_caller``: the helper waits for this process to exit (at most
+    ``AFTER_CALLER_S``), then ``settle_s`` more, before it imports and loads anything
+    (lore.__main__ does the waiting), so the hook that spawns it, and a prompt sent
+    right after a session start, do not share the CPU with its warm-up on a small machine.
+    """
+    index_dir = (index_dir or _current_index_dir()).absolute()
+    paths = server_paths(index_dir)
+    paths["dir"].mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "LORE_INDEX_DIR": str(index_dir)}
+    if data_dir is not None:
+        env["LORE_DATA_DIR"] = str(data_dir.absolute())
+    elif env.get("LORE_DATA_DIR"):
+        env["LORE_DATA_DIR"] = os.path.abspath(env["LORE_DATA_DIR"])
+    env.pop("LORE_SERVER_AFTER_PID", None)
+    env.pop("LORE_SERVER_SETTLE_MS", None)
+    if after_caller:
+        env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
+        env["LORE_SERVER_SETTLE_MS"] = str(int(max(0.0, settle_s) * 1000))
+    argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
+    if hasattr(os, "posix_spawn"):
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                   (os.POSIX_SPAWN_OPEN, 1, str(paths["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+                   (os.POSIX_SPAWN_DUP2, 1, 2)]  # fmt: skip
+        with contextlib.suppress(NotImplementedError):  # setsid where the platform lacks it
+            return os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+    import subprocess
+
+    with paths["log"].open("ab") as log:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                                   close_fds=True, cwd="/", env=env)  # fmt: skip
+    # Never waited for: once this (short-lived) process exits, init reaps the helper.
+    return process.pid
+
+
+def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0, *, server: bool | None) -> int | None:
+    """Start a helper for ``index_dir`` in the background unless one serves or is starting.
+
+    Never waits for it: the caller (a hook) answers this prompt without it. Returns the
+    new helper's pid, or None when none was started (disabled, no data dir, one runs,
+    or one died moments ago). Costs a few stat calls when a helper runs.
+    """
+    if not auto_start_enabled(server) or not data_dir.is_dir():
+        return None
+    paths = server_paths(index_dir)
+    if read_status(index_dir) is not None:
+        return None
+    try:
+        spawned = json.loads(paths["spawn"].read_text())
+        pid, at = int(spawned["pid"]), float(spawned["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pid, at = 0, 0.0
+    if pid and _alive(pid):
+        return None  # still warming up (it writes its status once it serves)
+    if 0.0 <= time.time() - at < SPAWN_RETRY_S:
+        return None
+    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True, settle_s=settle_s)
+    with contextlib.suppress(OSError):
+        tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
+        tmp.replace(paths["spawn"])
+    return pid
+
+
+def read_status(index_dir: Path | None = None) -> dict[str, Any] | None:
+    paths = server_paths(index_dir or _current_index_dir())
+    try:
+        status = json.loads(paths["status"].read_text())
+    except (OSError, ValueError):
+        return None
+    pid = status.get("pid")
+    if not isinstance(pid, int) or not _alive(pid):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A helper that exited but is not reaped yet (its parent, `lore server start`, is gone)
+    # still answers kill(0): it is a zombie, not a running helper.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            state = stat.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+def _warming_pid(index_dir: Path) -> int | None:
+    """A helper the hooks spawned that has not announced itself yet (Linux: checked against its command line)."""
+    try:
+        pid = int(json.loads(server_paths(index_dir)["spawn"].read_text())["pid"])
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            words = cmdline.read().split(b"\0")
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pid if b"server" in words and b"run" in words and _alive(pid) else None
+
+
+def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
+    """Stop the helper for the index (serving or still warming up); return its pid, or None if none ran."""
+    index_dir = index_dir or _current_index_dir()
+    status = read_status(index_dir)
+    pid = int(status["pid"]) if status is not None else _warming_pid(index_dir)
+    if pid is None:
+        return None
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and _alive(pid):
+        time.sleep(0.05)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    # Stopped on purpose, not crashed: the next hook may start a fresh one at once.
+    with contextlib.suppress(OSError):
+        server_paths(index_dir)["spawn"].unlink()
+    return pid
