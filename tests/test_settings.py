@@ -39,12 +39,24 @@ def test_values_are_parsed_as_the_surfaces_always_read_them() -> None:
     ("LORE_HOOK_BUDGET", "lots"), ("LORE_HOOK_BUDGET", "-1"), ("LORE_HOOK_DEADLINE_MS", "0.4"),
     ("LORE_HOOK_DEADLINE_MS", "0"), ("LORE_HOOK", "maybe"), ("LORE_HOOK_GAP", "loud"), ("LORE_HOOK_HANDOFF", "2"),
     ("LORE_HOOK_REFRESH", "always"), ("LORE_SERVER", "sometimes"), ("LORE_SERVER_MAX_RSS_MB", "big"),
-    ("LORE_SERVER_MAX_RSS_MB", "inf"), ("LORE_INDEX_REFRESH", "bogus"),
+    ("LORE_SERVER_MAX_RSS_MB", "inf"), ("LORE_INDEX_REFRESH", "bogus"), ("LORE_CAPTURE", "sometimes"),
+    ("LORE_CAPTURE_METHOD", "magic"), ("LORE_CAPTURE_LLM_BUDGET", "many"), ("LORE_CAPTURE_LLM_TIMEOUT", "0.5"),
 ])  # fmt: skip
 def test_a_bad_value_is_a_usage_error_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(UsageError) as raised:
         Settings.from_env({name: value})
     assert raised.value.message.startswith(f"{name}={value!r} is not")
+
+
+def test_capture_settings_are_read_and_checked_once() -> None:
+    settings = Settings.from_env({"LORE_CAPTURE": "off", "LORE_CAPTURE_METHOD": "LLM", "LORE_CAPTURE_LLM_BUDGET": "500",
+                                  "LORE_CAPTURE_LLM_TIMEOUT": "2.5", "LORE_AUTO_ACCEPT": "failure, observation"})  # fmt: skip
+    assert (settings.capture, settings.capture_method, settings.capture_llm_budget) == (False, "llm", 500)
+    assert (settings.capture_llm_timeout_s, settings.auto_accept) == (2.5, "failure, observation")
+    assert Settings().capture is None  # unset: the hook's --capture decides
+    with pytest.raises(UsageError) as raised:
+        Settings.from_env({"LORE_AUTO_ACCEPT": "failure,wishes"})
+    assert raised.value.message.startswith("LORE_AUTO_ACCEPT:")
 
 
 def test_the_cli_rejects_a_bad_setting_with_the_variable_named(cli, data_dir: Path, monkeypatch) -> None:
