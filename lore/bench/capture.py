@@ -11,6 +11,11 @@ every ``match`` substring, case-insensitive); precision = true positives / recor
 captured, recall = true positives / items expected. Also: the labelled secrets found
 anywhere in the data dir or the capture state (must be 0) and the records a second
 capture of the same transcript adds (must be 0).
+
+Backfill: ``lore import claude-code`` as a whole process over a Claude Code config dir
+holding ``BACKFILL_TRANSCRIPTS`` transcripts (copies of the labelled ones under new
+session ids, in seven project folders): seconds, records added, and a second run's
+seconds and records (must add nothing).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import orjson
 Progress = Callable[[str], None]
 HOOK_LINES = 5_000
 HOOK_RUNS = 5
+BACKFILL_TRANSCRIPTS = 1000
 
 
 def _quiet(message: str) -> None:
@@ -192,9 +198,44 @@ def quality(work: Path, folder: Path, progress: Progress = _quiet) -> dict[str, 
             "second_run_added": second_run_added, "misses": misses, "extras": extras}  # fmt: skip
 
 
-def measure(work: Path, progress: Progress = _quiet) -> dict[str, Any]:
+def backfill(work: Path, folder: Path, count: int, progress: Progress = _quiet) -> dict[str, Any]:
+    import shutil
+    import uuid
+
+    from lore.store import Store
+
+    sources = sorted(folder.glob("*.jsonl"))
+    config = work / "backfill-claude"
+    for number in range(count):
+        project = config / "projects" / f"-home-dev-projects-p{number % 7}"
+        project.mkdir(parents=True, exist_ok=True)
+        shutil.copy(sources[number % len(sources)], project / f"{uuid.UUID(int=number + 1)}.jsonl")
+    data = work / "backfill-data"
+    Store(data).init()
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config), "LORE_DATA_DIR": str(data),
+           "LORE_INDEX_DIR": str(work / "backfill-index"), "LORE_STATE_DIR": str(work / "backfill-state"),
+           "LORE_CACHE_DIR": str(work / "backfill-cache"), "LORE_SERVER": "off"}  # fmt: skip
+    for name in ("LORE_AUTO_ACCEPT", "LORE_CAPTURE_METHOD"):
+        env.pop(name, None)
+    runs = []
+    for attempt in (1, 2):
+        progress(f"capture: lore import claude-code over {count} transcripts (run {attempt})")
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "lore", "import", "claude-code"], capture_output=True, text=True,
+                              env=env, timeout=3600)  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"lore import claude-code exited {done.returncode}: {done.stderr[-300:]}")
+        runs.append((round(time.perf_counter() - started, 2), len(Store(data).load().records)))
+    (first_s, first_records), (second_s, second_records) = runs
+    return {"transcripts": count, "seconds": first_s, "records": first_records,
+            "transcripts_per_s": round(count / first_s, 1), "rerun_seconds": second_s,
+            "rerun_added": second_records - first_records}  # fmt: skip
+
+
+def measure(work: Path, progress: Progress = _quiet, *, backfill_transcripts: int = BACKFILL_TRANSCRIPTS) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"hook": hook_cost(work, progress)}
     folder = labelled_dir()
     result["quality"] = quality(work, folder, progress) if folder else None
+    result["backfill"] = backfill(work, folder, backfill_transcripts, progress) if folder else None
     return result

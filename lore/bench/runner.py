@@ -164,7 +164,8 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
 
             t = time.perf_counter()
             try:
-                results["capture"] = capture.measure(work / "capture", progress=progress)
+                results["capture"] = capture.measure(work / "capture", progress=progress,
+                                                     backfill_transcripts=60 if settings.quick else capture.BACKFILL_TRANSCRIPTS)
             except Exception as error:
                 failed("capture", error)
             results["harness_seconds"]["capture"] = round(time.perf_counter() - t, 1)
