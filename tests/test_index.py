@@ -314,3 +314,11 @@ def test_a_closed_reader_releases_its_memory_maps_without_garbage_collection(ind
         reader.close()
     finally:
         gc.enable()
+
+
+def test_the_query_encoder_reads_the_median_token_length_only_for_a_text_that_could_need_the_cut() -> None:
+    encoder = QueryEncoder(BUNDLED_MODEL_DIR)
+    encoder.encode(["retry logic for payment calls", "a" * (encoder.max_length or 0)])
+    assert encoder._median_token_length is None  # ~16 ms saved on every prompt and refresh
+    encoder.encode(["x" * 5000])
+    assert encoder._median_token_length == encoder.median_token_length > 0

@@ -176,7 +176,6 @@ class QueryEncoder:
     def __init__(self, model_dir: Path) -> None:
         import json
 
-        import numpy as np
         from tokenizers import Tokenizer
 
         self.model_dir = model_dir
@@ -195,15 +194,29 @@ class QueryEncoder:
             self.tokenizer.enable_truncation(self.max_length)
         unk = getattr(self.tokenizer.model, "unk_token", None)
         self.unk_id = self.tokenizer.token_to_id(unk) if unk else None
-        vocab = self.tokenizer.get_vocab()
-        self.median_token_length = int(np.median([len(token) for token in vocab])) if vocab else 1
+        self._median_token_length: int | None = None
+
+    @property
+    def median_token_length(self) -> int:
+        """model2vec's character cut-off unit; read from the vocabulary only when a text could need the cut.
+
+        Computing it costs ~16 ms per load (32,000 tokens); a text no longer than ``max_length``
+        characters cannot exceed ``max_length`` tokens times a median of at least one character,
+        so the prompt hook and a refresh of short records never need it.
+        """
+        if self._median_token_length is None:
+            import numpy as np
+
+            vocab = self.tokenizer.get_vocab()
+            self._median_token_length = int(np.median([len(token) for token in vocab])) if vocab else 1
+        return self._median_token_length
 
     def encode(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         texts = [fold_title_case(t) for t in texts]
-        if self.max_length is not None:
+        if self.max_length is not None and any(len(t) > self.max_length for t in texts):
             limit = self.max_length * self.median_token_length
             texts = [t[:limit] for t in texts]
         for row, encoding in enumerate(self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)):
