@@ -190,3 +190,36 @@ def test_candidates_are_searchable_marked_but_never_injected(indexed: Path, cli)
     assert cli("index").exit_code == 0
     after = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=stdin, capture_output=True, env=env)
     assert after.returncode == 0 and "zebrafish" in json.loads(after.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_a_session_captured_by_the_stop_hook_reaches_the_prompt_hook_only_once_accepted(indexed: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    """The whole loop with real processes: Stop hook -> background capture -> inbox -> accept -> prompt hook."""
+    import time
+
+    transcript = Path(__file__).parent / "data" / "transcripts" / "08-decision-switch-httpx.jsonl"
+    env = {**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"}
+    stop = json.dumps({"session_id": "sess-httpx", "transcript_path": str(transcript), "hook_event_name": "Stop"})
+    done = subprocess.run([sys.executable, "-m", "lore", "hook", "stop", "--capture"], input=stop.encode(),
+                          capture_output=True, env=env, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, b"")
+    deadline = time.monotonic() + 60
+    decisions: list = []
+    while time.monotonic() < deadline and not decisions:
+        decisions = [r for r in Store(indexed).load().records.values() if r.kind == "decision" and "httpx" in r.title]
+        time.sleep(0.05)
+    assert len(decisions) == 1, "the background capture stored no decision"
+    (decision,) = decisions
+    assert decision.status == "candidate" and decision.raw["provenance"]["session_id"] == "sess-httpx"
+    assert decision.id in cli("inbox").stdout
+    query = "should the weather bot keep using requests or move to httpx"
+    found = cli("search", query)
+    assert found.exit_code == 0 and decision.id in found.stdout and "[candidate]" in found.stdout
+    prompt = json.dumps({"session_id": "s2", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",
+                         "prompt": query}).encode()  # fmt: skip
+    before = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=prompt, capture_output=True, env=env)
+    assert before.returncode == 0 and "httpx" not in before.stdout.decode()
+    assert cli("inbox", "accept", decision.id).exit_code == 0
+    assert cli("index").exit_code == 0
+    after = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=prompt, capture_output=True, env=env)
+    assert after.returncode == 0
+    assert "switch from requests to httpx" in json.loads(after.stdout)["hookSpecificOutput"]["additionalContext"]
