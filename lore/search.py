@@ -60,7 +60,7 @@ class SearchSession:
     def get_centroids(self, reader: IndexReader) -> dict[str, list[float]] | None:
         if self.centroids is None and reader.has_vectors and self.get_encoder() is not None:
             self.centroids = intent.load_centroids(
-                reader.directory / "intent-centroids.json", str(reader.meta.get("model")), self.encoder.encode
+                reader.directory / "intent-centroids.json", str(reader.meta.model), self.encoder.encode
             )
         return self.centroids
 

@@ -147,7 +147,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         status = {"pid": os.getpid(), "socket": str(paths["socket"]), "index_dir": str(locations.index_dir),
                   "data_dir": str(locations.data_dir), "started_at": started, "idle_exit_s": idle_seconds,
                   "requests": served, "generation": generation.name,
-                  "revision": current.meta.get("revision") if current is not None else None,
+                  "revision": current.meta.revision if current is not None else None,
                   "refreshes": refreshes, "refreshing": refresher.busy()}  # fmt: skip
         tmp = paths["status"].with_suffix(".tmp")
         tmp.write_text(json.dumps(status))
@@ -456,7 +456,7 @@ def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
             project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)
             reply = {"ok": True, "text": session_start_text(session.locations, str(project),
                                                             int(request.get("budget", 1500)))}  # fmt: skip
-        elif reader is None or reader.meta.get("data_dir") != data_dir:
+        elif reader is None or reader.meta.data_dir != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:
             text = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),

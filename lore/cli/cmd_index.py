@@ -83,21 +83,21 @@ def index_status(
 
     st = state(ctx)
     status = IndexManager(st.locations, st.store()).status()
-    meta: Any = status.meta or {}
-    payload = {
+    meta = status.meta
+    payload: dict[str, Any] = {
         "index_dir": str(status.index_dir),
         "exists": status.exists,
         "stale": status.stale,
         "reason": status.reason,
-        "counts": meta.get("counts", {}),
-        "records": sum((meta.get("counts") or {}).values()),
-        "embeddings": meta.get("embeddings", False),
-        "model": meta.get("model"),
-        "model_spec": meta.get("model_spec"),
+        "counts": dict(meta.counts) if meta else {},
+        "records": meta.records if meta else 0,
+        "embeddings": meta.embeddings if meta else False,
+        "model": meta.model if meta else None,
+        "model_spec": meta.model_spec if meta else None,
         "size_bytes": status.size_bytes,
-        "built_at": meta.get("built_at"),
-        "updated_at": meta.get("updated_at"),
-        "revision": meta.get("revision"),
+        "built_at": meta.built_at if meta else None,
+        "updated_at": meta.updated_at if meta else None,
+        "revision": meta.revision if meta else None,
     }
     if as_json:
         typer.echo(orjson.dumps(payload).decode())

@@ -641,11 +641,9 @@ def stats_page(memory: Memory, urls: Urls) -> str:
     status = memory.index_status()
     index_facts = [tag("dt", "state"), tag("dd", status.reason if status.stale or not status.exists else "up to date")]
     if status.meta:
-        counts = status.meta.get("counts") or {}
-        indexed = sum(v for v in counts.values() if isinstance(v, int)) if isinstance(counts, dict) else "?"
-        index_facts += [tag("dt", "records indexed"), tag("dd", str(indexed)),
-                        tag("dt", "embeddings"), tag("dd", "yes" if status.meta.get("embeddings") else "no (lexical only)"),
-                        tag("dt", "built"), tag("dd", str(status.meta.get("built_at", "?")))]  # fmt: skip
+        index_facts += [tag("dt", "records indexed"), tag("dd", str(status.meta.records)),
+                        tag("dt", "embeddings"), tag("dd", "yes" if status.meta.embeddings else "no (lexical only)"),
+                        tag("dt", "built"), tag("dd", str(status.meta.built_at))]  # fmt: skip
     index_facts += [tag("dt", "size"), tag("dd", f"{status.size_bytes / 1e6:.1f} MB"),
                     tag("dt", "where"), tag("dd", tag("code", str(status.index_dir)))]  # fmt: skip
     problems = [
