@@ -380,10 +380,11 @@ class Bm25Index:
             return 0 if term_id is None else int(self.offsets[term_id + 1] - self.offsets[term_id])
         return len(self.postings(term)[0])
 
-    def coverage(self, query_terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
+    def coverage(self, query_terms: Sequence[str], rows: Sequence[int] | np.ndarray) -> np.ndarray:
         """For each of ``rows``, the share of the query's idf mass it contains (0 to 1)."""
         import numpy as np
 
+        rows = np.asarray(rows, dtype=np.int64)
         terms = list(dict.fromkeys(query_terms))
         share = np.zeros(len(rows), dtype=np.float64)
         idf = self.idf_of(terms)
