@@ -177,11 +177,12 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
     """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
     from lore.context import assemble
     from lore.project import detect_project
-    from lore.rank.pipeline import SearchOptions
+    from lore.rank.cold import hook_options
+    from lore.rank.pipeline import CHANNELS
     from lore.search import search
 
     project = detect_project(cwd) if cwd else None
-    options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
+    options = hook_options(project, time.time(), deadline=soft_deadline, channels=CHANNELS)
     response, reader = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
     block = assemble(response, reader, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
     return block.text
@@ -303,7 +304,12 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
                            "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
         if text is None:
             spawn_for = locations  # a helper for the next prompt, once this one is answered
-            text = _in_process(prompt, cwd, budget, started, deadline, locations)
+            # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
+            from lore.rank.cold import prompt_context
+
+            text = prompt_context(prompt, cwd, budget, locations, gap_line=_gap_line(), deadline=deadline, log=log_failure)
+            if text is None:
+                text = _in_process(prompt, cwd, budget, started, deadline, locations)
         if text and len(text) <= budget:
             stdout.write(prompt_output(agent, text) + "\n")
             stdout.flush()

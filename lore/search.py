@@ -19,7 +19,6 @@ from lore.rank.pipeline import SearchOptions, SearchResponse, run
 from lore.rank.query import scrub_query
 
 LLM_TIMEOUT_S = 4.0
-ACCESS_TOP = 3
 
 
 @dataclass
@@ -111,15 +110,9 @@ def search(
     if scrubbed.redactions:
         response.warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
     response.timings_ms["open_index"] = round(open_ms, 3)
-    if log_access and response.hits and not response.gap.gap:
+    if log_access:
         now = options.now if options.now is not None else time.time()
-        # Only the top results count as accessed: logging all ten let records that are
-        # often returned but rarely wanted reinforce themselves.
-        ids = [h.id for h in response.hits[:ACCESS_TOP]]
-        access_log.record_access(session.locations.access_log, scrubbed.text, ids, now)
-        for rid in ids:
-            count, _ = session.access.get(rid, (0, 0.0))
-            session.access[rid] = (count + 1, now)
+        access_log.log_response(session.locations.access_log, response, session.access, now)
     response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
     return response, reader
 

@@ -23,7 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
@@ -170,11 +170,14 @@ def row_lengths(forward: Forward) -> np.ndarray:
     return np.asarray(forward.lengths, dtype=np.float64).sum(axis=1)
 
 
-def impact(tf: np.ndarray, lengths: np.ndarray, idf: float, average: float, *, k1: float = K1, b: float = B) -> np.ndarray:
+Values = TypeVar("Values", float, "np.ndarray")
+
+
+def impact(tf: Values, lengths: Values, idf: float, average: float, *, k1: float = K1, b: float = B) -> Values:
     """BM25 contribution of one term to rows with boosted frequency ``tf`` and length ``lengths``.
 
-    The single formula of every path (base alone, base plus delta): the same inputs give
-    bit-identical scores.
+    The single formula of every path (base alone, base plus delta, numpy arrays or, on
+    the hook's cold path, one row's floats): the same inputs give bit-identical scores.
     """
     norm = 1.0 - b + b * lengths / (average if average > 0 else 1.0)
     pseudo = tf / norm

@@ -13,7 +13,6 @@ from lore.index import graph as graph_index
 from lore.index.bm25 import Delta
 from lore.index.layout import DAMAGED, GenerationMeta, still_live
 from lore.index.table import IndexFileError, Table, describe
-from lore.store.fileio import atomic_write
 
 T = TypeVar("T")
 
@@ -102,6 +101,8 @@ class IndexReader:
         error = IndexDamagedError(file, describe(exc))
         if not self._checking:  # mid-query: leave a note for the next open (``load``'s caller rebuilds now)
             self.meta = self.meta.with_damage(error.message)
+            from lore.store.fileio import atomic_write  # tempfile, shutil...: not on the hook's cold path
+
             with contextlib.suppress(OSError):
                 atomic_write(self.directory / DAMAGED, error.message.encode())
         return error
