@@ -236,7 +236,7 @@ class ColdBm25:
                         tfs.append(value)
                         lengths.append(length_of[row])
         delta = self.delta
-        if delta is not None and (delta_id := delta.vocab.get(term)) is not None and delta_id + 1 < len(delta.rowptr):
+        if delta is not None and (delta_id := delta.vocab.get(term)) is not None and delta_id < len(delta.vocab):
             delta_rows, delta_tf = delta.postings(delta_id)
             rows += [row + self.delta_start for row in delta_rows]
             tfs += delta_tf
