@@ -22,14 +22,15 @@ import re
 import sys
 from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from lore.index.analysis import one_edit_away
-from lore.index.bm25 import FIELD_BOOSTS, idf_value, impact
 from lore.index.reader import IndexReader
+from lore.index.scoring import FIELD_BOOSTS, idf_value, impact
 from lore.index.table import IndexFileError, describe
 
 _MAGIC = b"\x93NUMPY"
@@ -294,9 +295,9 @@ class ColdBm25:
             rows, tfs, lengths = self.postings(term)
             if not rows:
                 continue
-            idf = idf_value(self.doc_count, len(rows))
-            for row, tf, length in zip(rows, tfs, lengths, strict=True):
-                scores[row] = get(row, 0.0) + impact(tf, length, idf, self.average)
+            weights = map(impact, tfs, lengths, repeat(idf_value(self.doc_count, len(rows))), repeat(self.average))
+            for row, weight in zip(rows, weights, strict=True):
+                scores[row] = get(row, 0.0) + weight
         return scores
 
 

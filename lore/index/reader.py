@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lore.errors import IndexUnavailableError
-from lore.index import bm25, lexical
 from lore.index import graph as graph_index
-from lore.index.bm25 import Delta
 from lore.index.layout import DAMAGED, GenerationMeta, still_live
 from lore.index.table import IndexFileError, Table, describe
+
+if TYPE_CHECKING:
+    from lore.index import bm25, lexical
+    from lore.index.bm25 import Delta
 
 T = TypeVar("T")
 
@@ -79,6 +81,8 @@ class IndexReader:
             _ = self.bm25, self.adjacency
             if self.has_vectors:
                 _ = self.vectors
+            from lore.index import lexical  # (bm25 too) loaded when used: the hook's cold path reads neither
+
             self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
         finally:
             self._checking = False
@@ -149,12 +153,16 @@ class IndexReader:
     @property
     def lexical(self) -> lexical.LexicalSearcher:
         if self._lexical is None:
+            from lore.index import lexical
+
             self._lexical = self._load("lexical", lambda: lexical.LexicalSearcher(self.directory / "lexical"))
         return self._lexical
 
     @property
     def bm25(self) -> bm25.Bm25Index:
         if self._bm25 is None:
+            from lore.index import bm25
+
             rows = len(self.table)
             self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta.files, rows, self._bm25_delta()))
         return self._bm25
@@ -162,6 +170,8 @@ class IndexReader:
     def _bm25_delta(self) -> Delta | None:
         if not self.has_delta:
             return None
+        from lore.index import bm25
+
         files = self.meta.files
         forward = self._load(files["delta_bm25_forward"], lambda: bm25.read_forward(
             self.directory / files["delta_bm25_vocab"], self.directory / files["delta_bm25_forward"]))  # fmt: skip
