@@ -100,8 +100,11 @@ def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]
     """``bm25.best_rows`` over sparse scores: the ``limit`` best positive rows, best first, ties by row."""
     if limit <= 0:
         return []
-    matched = sorted((row for row, score in scores.items() if score > 0), key=lambda row: (-scores[row], row))
-    return [(row, scores[row]) for row in matched[:limit]]
+    import heapq
+
+    # (score, row) pairs are distinct: the ``limit`` smallest keys are exactly a full sort's first ``limit``.
+    best = heapq.nsmallest(limit, ((-score, row) for row, score in scores.items() if score > 0))
+    return [(row, -negative) for negative, row in best]
 
 
 def open_reader(locations: Locations) -> ColdReader:
