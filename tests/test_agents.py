@@ -42,16 +42,6 @@ CURSOR_HOOKS = {"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.
 CURSOR_MCP = {"mcpServers": {"github": {"command": "gh-mcp"}}}
 
 
-@pytest.fixture(autouse=True)
-def _full_cold_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the whole pipeline injects from a cold hook, on a store of a few records.
-
-    The default cold path (``LORE_HOOK_COLD=lexical``) answers from BM25 alone, whose
-    evidence-gap rule needs three lexical candidates before a match can stand out:
-    on these small stores it injects nothing (tests/test_cold_hook.py covers it).
-    """
-    monkeypatch.setenv("LORE_HOOK_COLD", "full")
-
 
 @pytest.fixture
 def lore_exe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

@@ -271,3 +271,18 @@ def test_a_damaged_delta_injects_nothing(delta_store: Locations) -> None:
     (directory / files["delta_bm25_forward"]).write_bytes(bytes(data))
     with pytest.raises(Exception, match="unreadable"):
         cold.prompt_context("redis cache eviction incident", None, 1500, delta_store)
+
+
+def test_a_young_store_is_answered_by_the_whole_pipeline(indexed: Path) -> None:
+    """Fewer than three BM25 candidates: the lexical gap rule cannot judge, so the cold path declines."""
+    locations = Locations.resolve(indexed)
+    prompt = "add jittered exponential backoff around the payment provider charge call"
+    reader = cold.open_reader(locations)
+    assert 0 < len(reader.bm25.scores(unique_terms(prompt))) < cold.MIN_CANDIDATES
+    with pytest.raises(cold.Declined):
+        cold.lexical_run(reader, prompt, cold.hook_options(None, NOW))
+    reader.close()
+    assert cold.prompt_context(prompt, None, 1500, locations) is None
+    result = hook_in_fresh_interpreter(prompt)
+    assert "exponential backoff" in json.loads(str(result["out"]))["hookSpecificOutput"]["additionalContext"]
+    assert "numpy" in result["heavy"]  # the whole pipeline answered

@@ -24,16 +24,6 @@ PLAIN = WriteOptions(check_duplicates=False)
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
 
 
-@pytest.fixture(autouse=True)
-def _full_cold_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the whole pipeline injects from a cold hook, on a store of a few records.
-
-    The default cold path (``LORE_HOOK_COLD=lexical``) answers from BM25 alone, whose
-    evidence-gap rule needs three lexical candidates before a match can stand out:
-    on these small stores it injects nothing (tests/test_cold_hook.py covers it).
-    """
-    monkeypatch.setenv("LORE_HOOK_COLD", "full")
-
 
 def event(prompt: str = PROMPT, **extra: object) -> str:
     return json.dumps({"session_id": "sess-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(Path.cwd()),

@@ -34,16 +34,6 @@ MARKER = "quintuple"
 REALISTIC_DEADLINE_MS = "400"
 
 
-@pytest.fixture(autouse=True)
-def _full_cold_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the whole pipeline injects from a cold hook, on a store of a few records.
-
-    The default cold path (``LORE_HOOK_COLD=lexical``) answers from BM25 alone, whose
-    evidence-gap rule needs three lexical candidates before a match can stand out:
-    on these small stores it injects nothing (tests/test_cold_hook.py covers it).
-    """
-    monkeypatch.setenv("LORE_HOOK_COLD", "full")
-
 
 def event(prompt: str = PROMPT) -> str:
     return json.dumps({"session_id": "sess-1", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",

@@ -181,8 +181,7 @@ def test_candidates_are_searchable_marked_but_never_injected(indexed: Path, cli)
     hits = orjson.loads(cli("search", query, "--json").stdout)["results"]
     assert hits[0]["id"] == rid and hits[0]["status"] == "candidate"
     assert rid not in cli("context", query).stdout
-    # The whole pipeline: on this small store the lexical cold path finds no standout match (test_cold_hook.py).
-    env = {**os.environ, "LORE_HOOK_DEADLINE_MS": "20000", "LORE_HOOK_COLD": "full"}
+    env = {**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"}
     stdin = json.dumps({"session_id": "s1", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",
                         "prompt": "how should " + query + " work"}).encode()  # fmt: skip
     before = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=stdin, capture_output=True, env=env)

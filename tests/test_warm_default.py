@@ -25,16 +25,6 @@ PROMPT = "add jittered exponential backoff around the payment provider charge ca
 START_TIMEOUT_S = 60.0  # a cold helper imports numpy and the model; on a busy 2-core machine, seconds
 
 
-@pytest.fixture(autouse=True)
-def _full_cold_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the whole pipeline injects from a cold hook, on a store of a few records.
-
-    The default cold path (``LORE_HOOK_COLD=lexical``) answers from BM25 alone, whose
-    evidence-gap rule needs three lexical candidates before a match can stand out:
-    on these small stores it injects nothing (tests/test_cold_hook.py covers it).
-    """
-    monkeypatch.setenv("LORE_HOOK_COLD", "full")
-
 
 def hook(name: str, payload: dict[str, object], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "lore", "hook", name], input=json.dumps(payload).encode(),

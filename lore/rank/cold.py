@@ -8,7 +8,10 @@ steps ``pipeline.run`` runs with ``channels=("bm25",)``: the same row filter
 (active records only: candidates are never injected), fusion, scoring stages
 (decay, reinforcement, project boost, coverage...), lexical evidence-gap rule,
 graph expansion and rendering (``context.assemble``). Its top hits are those of
-``lore search --channels bm25`` with the hook's options.
+``lore search --channels bm25`` with the hook's options. It declines (and the
+whole pipeline answers) a prompt with quoted phrases, and one with fewer than
+three BM25 candidates, among which the lexical gap rule cannot see a standout:
+a young store would otherwise never get anything cold.
 
 ``LORE_HOOK_COLD`` chooses what a cold hook does: ``lexical`` (this path, the
 default), ``full`` (the whole pipeline in process: vectors too, within the hook's
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 MODES = ("lexical", "full", "off")
 LEXICAL = ("bm25",)
+MIN_CANDIDATES = 3  # what gap.lexical_standout needs to measure a lead
 
 
 def mode() -> str:
@@ -49,14 +53,15 @@ class _Sparse(dict[int, float]):
 
 
 class Declined(Exception):
-    """The query needs what this path does not have (quoted phrases need Whoosh's positions)."""
+    """The query needs what this path does not have: Whoosh's positions (quoted phrases), or vectors to judge a gap."""
 
 
 def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
                 access: Mapping[str, tuple[int, float]] | None = None) -> SearchResponse:  # fmt: skip
     """``pipeline.run(reader, query, opts)`` with ``opts.channels == ("bm25",)``, in pure Python.
 
-    Raises ``Declined`` for a query with quoted phrases, and ``ValueError`` for
+    Raises ``Declined`` for a query with quoted phrases or fewer than three BM25
+    candidates (the whole pipeline answers those), and ``ValueError`` for
     options this path does not serve (another channel, adaptive weights, diversity).
     """
     if tuple(opts.channels) != LEXICAL or opts.adaptive or opts.diversity:
@@ -82,6 +87,11 @@ def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
     scores = reader.bm25.scores(query_terms)
     lexical = _Sparse((row, score) for row, score in scores.items() if allowed is None or allowed[row])
     kept = [(table.ids[row], score) for row, score in best_rows(lexical, opts.retrieval_limit)]
+    if len(kept) < MIN_CANDIDATES:
+        # The lexical gap rule cannot call a match a standout among fewer than three
+        # candidates (gap.lexical_standout): a young store, or a prompt matching almost
+        # nothing, would always get a gap. The whole pipeline judges those.
+        raise Declined("fewer than three lexical candidates")
     rankings = {"bm25": [rid for rid, _ in kept]}
     channel_scores = {"bm25": dict(kept)}
     bm25_top, idf_coverage = bm25_evidence(reader, kept, query_terms)
