@@ -42,7 +42,6 @@ CURSOR_HOOKS = {"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.
 CURSOR_MCP = {"mcpServers": {"github": {"command": "gh-mcp"}}}
 
 
-
 @pytest.fixture
 def lore_exe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A fake `lore` first on PATH, so the installed command is deterministic."""

@@ -24,7 +24,6 @@ PLAIN = WriteOptions(check_duplicates=False)
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
 
 
-
 def event(prompt: str = PROMPT, **extra: object) -> str:
     return json.dumps({"session_id": "sess-1", "transcript_path": "/tmp/t.jsonl", "cwd": str(Path.cwd()),
                        "hook_event_name": "UserPromptSubmit", "prompt": prompt, **extra})  # fmt: skip

@@ -34,7 +34,6 @@ MARKER = "quintuple"
 REALISTIC_DEADLINE_MS = "400"
 
 
-
 def event(prompt: str = PROMPT) -> str:
     return json.dumps({"session_id": "sess-1", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",
                        "prompt": prompt})  # fmt: skip

@@ -25,7 +25,6 @@ PROMPT = "add jittered exponential backoff around the payment provider charge ca
 START_TIMEOUT_S = 60.0  # a cold helper imports numpy and the model; on a busy 2-core machine, seconds
 
 
-
 def hook(name: str, payload: dict[str, object], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([sys.executable, "-m", "lore", "hook", name], input=json.dumps(payload).encode(),
                           capture_output=True, timeout=120,
