@@ -14,12 +14,10 @@ from lore.index.manager import IndexManager, IndexReader, Progress, _no_progress
 from lore.paths import Locations
 from lore.rank import access as access_log
 from lore.rank import intent
-from lore.rank.pipeline import SearchOptions, SearchResponse, run
+from lore.rank.pipeline import SearchOptions, SearchResponse, run, with_text
 from lore.rank.query import scrub_query
-from lore.rank.stages import Candidate
 
 LLM_TIMEOUT_S = 4.0
-ACCESS_TOP = 3
 
 
 @dataclass
@@ -117,24 +115,11 @@ def search(
     if scrubbed.redactions:
         response.warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
     response.timings_ms["open_index"] = round(open_ms, 3)
-    if log_access and response.hits and not response.gap.gap:
+    if log_access:
         now = options.now if options.now is not None else time.time()
-        # Only the top results count as accessed: logging all ten let records that are
-        # often returned but rarely wanted reinforce themselves.
-        ids = [h.id for h in response.hits[:ACCESS_TOP]]
-        access_log.record_access(session.locations.access_log, scrubbed.text, ids, now)
-        for rid in ids:
-            count, _ = session.access.get(rid, (0, 0.0))
-            session.access[rid] = (count + 1, now)
+        access_log.log_response(session.locations.access_log, response, session.access, now)
     response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
     return response
-
-
-def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
-    """``hit`` with its record's title, content and summary, read from the index's docs file."""
-    doc = reader.table.doc(hit.row)
-    return hit.evolve(title=str(doc.get("title") or ""), content=str(doc.get("content") or ""),
-                      summary=str(doc.get("summary") or ""))  # fmt: skip
 
 
 def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: str | None = None,

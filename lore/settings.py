@@ -33,6 +33,7 @@ DEFAULT_CAPTURE_LLM_TIMEOUT_S = 60.0
 CAPTURE_METHODS = ("heuristic", "llm")
 REFRESH_POLICIES = ("refresh", "warn", "ignore")
 HOOK_GAPS = ("nothing", "line")
+HOOK_COLD_MODES = ("lexical", "full", "off")
 _ON = ("on", "1", "true", "yes")
 _OFF = ("off", "0", "false", "no")
 # `lore server disable` speaks of disabling; the variable accepts the words too.
@@ -57,6 +58,7 @@ class Settings(NamedTuple):
     hook_gap: str = "nothing"  # LORE_HOOK_GAP: nothing | line
     hook_handoff: bool = False  # LORE_HOOK_HANDOFF
     hook_refresh: str = "ignore"  # LORE_HOOK_REFRESH: ignore | warn | refresh (answered as warn)
+    hook_cold: str = "lexical"  # LORE_HOOK_COLD: lexical | full | off (a prompt no warm helper answers)
     server: bool | None = None  # LORE_SERVER; None: unset (`lore server enable/disable` decides)
     server_max_rss_mb: float = DEFAULT_SERVER_MAX_RSS_MB  # LORE_SERVER_MAX_RSS_MB (at least 32)
     capture: bool | None = None  # LORE_CAPTURE; None: unset (the hook's --capture decides), off wins over it
@@ -128,6 +130,7 @@ class Settings(NamedTuple):
             hook_gap=choice("LORE_HOOK_GAP", HOOK_GAPS, "nothing"),
             hook_handoff=switch("LORE_HOOK_HANDOFF", False),
             hook_refresh=choice("LORE_HOOK_REFRESH", REFRESH_POLICIES, "ignore"),
+            hook_cold=choice("LORE_HOOK_COLD", HOOK_COLD_MODES, "lexical"),
             server=None if server is None else switch("LORE_SERVER", True, _SERVER_ON, _SERVER_OFF),
             server_max_rss_mb=max(MIN_SERVER_MAX_RSS_MB,
                                   number("LORE_SERVER_MAX_RSS_MB", DEFAULT_SERVER_MAX_RSS_MB, 0, integer=False)),

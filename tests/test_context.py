@@ -398,8 +398,8 @@ def test_hook_injects_the_same_assembly_within_1500_characters(cli, seeded: dict
     event = json.dumps({"session_id": "s1", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",
                         "prompt": QUERY})  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=event.encode(),
-                          capture_output=True, env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"},
-                          timeout=60)  # fmt: skip
+                          capture_output=True, timeout=60,  # the whole pipeline, as `lore context` runs it
+                          env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000", "LORE_HOOK_COLD": "full"})  # fmt: skip
     assert (done.returncode, done.stderr) == (0, b"")
     injected = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert len(injected) <= 1500

@@ -249,7 +249,13 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
                            "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
         if text is None:
             spawn_for = locations  # a helper for the next prompt, once this one is answered
-            text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
+            # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
+            from lore.rank.cold import prompt_context
+
+            text = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold,
+                                  gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+            if text is None:
+                text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
         if text and len(text) <= budget:
             stdout.write(prompt_output(agent, text) + "\n")
             stdout.flush()

@@ -19,11 +19,12 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
     """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
     from lore.context import assemble
     from lore.project import detect_project
-    from lore.rank.pipeline import SearchOptions
+    from lore.rank.cold import hook_options
+    from lore.rank.pipeline import CHANNELS
     from lore.search import search
 
     project = detect_project(cwd) if cwd else None
-    options = SearchOptions(limit=5, current_project=project, graph_depth=1, now=time.time(), deadline=soft_deadline)
+    options = hook_options(project, time.time(), deadline=soft_deadline, channels=CHANNELS)
     response = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
     block = assemble(response, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
     return block.text

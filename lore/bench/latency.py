@@ -127,19 +127,24 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     lore = lore_command()
     compile_bytecode()
 
-    def commands(i: int) -> dict[str, tuple[list[str], bytes | None]]:
+    # The cold hook as shipped (LORE_HOOK_COLD=lexical: BM25 without numpy) and the whole
+    # pipeline in process (LORE_HOOK_COLD=full: what every cold prompt ran before).
+    full_env = {**env, "LORE_HOOK_COLD": "full"}
+
+    def commands(i: int) -> dict[str, tuple[list[str], bytes | None, dict[str, str]]]:
         query = queries[i % len(queries)]
         return {
-            "python -c pass": ([sys.executable, "-c", "pass"], None),
-            "grep -ril": (["grep", "-ril", first_content_word(query), str(data_dir)], None),
-            "lore search --json": ([*lore, "search", query, "--json"], None),
-            "lore hook prompt (cold)": ([*lore, "hook", "prompt"], hook_event(query, cwd)),
+            "python -c pass": ([sys.executable, "-c", "pass"], None, env),
+            "grep -ril": (["grep", "-ril", first_content_word(query), str(data_dir)], None, env),
+            "lore search --json": ([*lore, "search", query, "--json"], None, env),
+            "lore hook prompt (cold)": ([*lore, "hook", "prompt"], hook_event(query, cwd), env),
+            "lore hook prompt (cold, LORE_HOOK_COLD=full)": ([*lore, "hook", "prompt"], hook_event(query, cwd), full_env),
         }
 
     samples: dict[str, list[Sample]] = {}
     for i in range(runs + 1):  # round 0 is the warm-up
-        for name, (command, stdin) in commands(i).items():
-            sample = run_once(command, env, cwd, stdin)
+        for name, (command, stdin, command_env) in commands(i).items():
+            sample = run_once(command, command_env, cwd, stdin)
             if i > 0:
                 samples.setdefault(name, []).append(sample)
         progress(f"latency: round {i}/{runs}")
@@ -170,6 +175,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     for name, got in samples.items():
         figures: dict[str, Any] = summary([s.ms for s in got])
         figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
+        figures["p95_ratio_to_python_floor"] = round(figures["p95"] / floor, 2) if floor else None
         figures["ratio_to_grep"] = round(figures["p50"] / grep, 2) if grep else None
         rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
         figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None

@@ -5,7 +5,9 @@ Systems on every set:
 * ``textbook``: the textbook BM25 of ``lore.bench.textbook`` (not lore's pipeline);
 * ``grep``: ``grep -il`` per content word, files ranked by how many words they hold;
 * ``bm25``, ``vector``, ``hyde``, ``graph``: each of lore's channels alone (no stages);
-* ``default``: ``lore search`` as shipped (every default on).
+* ``default``: ``lore search`` as shipped (every default on);
+* ``cold``: the prompt hook's cold lexical path (``lore.rank.cold``: the defaults with
+  the BM25 channel alone, read without numpy), what a prompt gets before the warm helper runs.
 
 Recall@5, recall@10 and MRR@10 on every set (nDCG@10 on SciFact too), and the
 evidence gap's flag rate on answerable and unanswerable questions. Figures for
@@ -29,7 +31,7 @@ from lore.bench.textbook import TextbookBM25, record_text
 
 MEASURES = ("R@5", "R@10", "RR@10")
 Progress = Callable[[str], None]
-SYSTEMS = ("textbook", "grep", "bm25", "vector", "hyde", "default")
+SYSTEMS = ("textbook", "grep", "bm25", "vector", "hyde", "default", "cold")
 LABELS = {
     "textbook": "textbook BM25",
     "grep": "grep -il",
@@ -37,6 +39,7 @@ LABELS = {
     "vector": "lore vector channel alone",
     "hyde": "lore HyDE channel alone",
     "default": "lore defaults",
+    "cold": "lore hook, cold lexical path",
 }
 
 
@@ -93,6 +96,27 @@ def options_for(system: str, now: float, limit: int = 10) -> Any:
                          disabled_stages=stage_names(), diversity=False)  # fmt: skip
 
 
+def _cold_reader(searcher: Searcher) -> Any:
+    from lore.paths import Locations
+    from lore.rank.cold import open_reader
+
+    return open_reader(Locations(searcher.data_dir, searcher.index_dir))
+
+
+def _cold_query(reader: Any, text: str, now: float, limit: int = 10) -> Any:
+    """The hook's cold lexical answer: the defaults with the BM25 channel alone (scrubbed like any search)."""
+    from lore.rank.cold import LEXICAL, Declined, lexical_run
+    from lore.rank.pipeline import SearchOptions
+    from lore.rank.query import scrub_query
+
+    query = scrub_query(text).text
+    options = SearchOptions(limit=limit, now=now, channels=LEXICAL)
+    try:
+        return lexical_run(reader, query, options, access={})
+    except Declined:
+        return None
+
+
 def open_set(evalset: EvalSet, work: Path) -> Searcher:
     """Write the set's store (unless it is an existing data dir) and build its index."""
     if evalset.data_dir is not None:
@@ -130,6 +154,7 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
     if "grep" in named:
         files = [{"id": rid, "decision": text, "rationale": "", "tags": []} for rid, text, _ in texts]
         grep = GrepBaseline(work / f"{evalset.name}-files", files)
+    cold_reader = _cold_reader(searcher) if "cold" in named else None
     for split in SPLITS:
         answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
         if not answerable and not unanswerable:
@@ -142,7 +167,7 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
             times: list[float] = []
             gaps: dict[str, bool] = {}
             ranked: dict[str, list[str]] = {}
-            with_gap = name == "default" or custom is not None
+            with_gap = name in ("default", "cold") or custom is not None
             asked = {**answerable, **unanswerable} if with_gap else answerable
             for qid, text in asked.items():
                 t = time.perf_counter()
@@ -152,6 +177,12 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
                 elif name == "grep":
                     assert grep is not None
                     ids = grep.search(text, 10)
+                elif name == "cold" and custom is None:
+                    response = _cold_query(cold_reader, text, evalset.now)
+                    if response is None:  # quoted phrases: the hook runs the whole pipeline
+                        response = searcher.query(text, options_for("default", evalset.now))
+                    ids = [h.id for h in response.hits]
+                    gaps[qid] = bool(response.gap.gap)
                 else:
                     opts = custom if custom is not None else options_for(name, evalset.now)
                     response = searcher.query(text, replace(opts, now=evalset.now))
@@ -172,6 +203,8 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
                                   for m in measures}  # fmt: skip
         result["splits"][split] = figures
     searcher.close()
+    if cold_reader is not None:
+        cold_reader.close()
     if grep is not None:
         shutil.rmtree(grep.directory, ignore_errors=True)
     shutil.rmtree(work / f"{evalset.name}-index", ignore_errors=True)

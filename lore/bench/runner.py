@@ -63,6 +63,7 @@ def scale_curve(per_size: dict[int, dict[str, Any]]) -> dict[str, Any]:
         "index size": ("bytes", lambda s: s.get("indexing", {}).get("full", {}).get("index_bytes")),
         "lore search p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore search --json", {}).get("p50")),
         "hook cold p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore hook prompt (cold)", {}).get("p50")),
+        "hook cold full p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore hook prompt (cold, LORE_HOOK_COLD=full)", {}).get("p50")),
         "hook warm p50": ("ms", lambda s: s.get("latency", {}).get("commands", {}).get("lore hook prompt (warm helper)", {}).get("p50")),
         "search peak RSS": ("KiB", lambda s: (s.get("latency", {}).get("commands", {}).get("lore search --json", {}).get("peak_rss_mib") or 0) * 1024),
         "pipeline total p50": ("ms", lambda s: s.get("stages", {}).get("total", {}).get("p50")),

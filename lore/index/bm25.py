@@ -19,7 +19,6 @@ saturated once with k1. Text analysis comes from ``lore.index.analysis``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,20 +27,11 @@ from typing import TYPE_CHECKING
 import orjson
 
 from lore.index.analysis import terms as analyse
+from lore.index.scoring import FIELD_BOOSTS, K1, B, idf_value, impact  # noqa: F401  (re-exported)
 from lore.index.table import IndexFileError, describe
 
 if TYPE_CHECKING:
     import numpy as np
-
-# Two fields, title then body, in every (..., 2) array below, scored as one: the
-# frequencies are summed and normalised by the record's whole length, which is the
-# textbook BM25 over all of a record's text. A title boost of 1.5 with per-field
-# length normalisation (BM25F) lost to it on the dev split of the demo, memory and
-# known-item sets (docs/search.md, "The lexical channel"); the fields stay apart in
-# the forward index so that a boost can be measured again without a rebuild format.
-FIELD_BOOSTS = (1.0, 1.0)
-K1 = 1.2
-B = 0.75
 
 
 @dataclass
@@ -168,21 +158,6 @@ def row_lengths(forward: Forward) -> np.ndarray:
     import numpy as np
 
     return np.asarray(forward.lengths, dtype=np.float64).sum(axis=1)
-
-
-def impact(tf: np.ndarray, lengths: np.ndarray, idf: float, average: float, *, k1: float = K1, b: float = B) -> np.ndarray:
-    """BM25 contribution of one term to rows with boosted frequency ``tf`` and length ``lengths``.
-
-    The single formula of every path (base alone, base plus delta): the same inputs give
-    bit-identical scores.
-    """
-    norm = 1.0 - b + b * lengths / (average if average > 0 else 1.0)
-    pseudo = tf / norm
-    return idf * pseudo * (k1 + 1.0) / (k1 + pseudo)
-
-
-def idf_value(n: int, df: int) -> float:
-    return math.log1p((n - df + 0.5) / (df + 0.5))
 
 
 # -- files -------------------------------------------------------------------------
@@ -380,10 +355,11 @@ class Bm25Index:
             return 0 if term_id is None else int(self.offsets[term_id + 1] - self.offsets[term_id])
         return len(self.postings(term)[0])
 
-    def coverage(self, query_terms: Sequence[str], rows: np.ndarray) -> np.ndarray:
+    def coverage(self, query_terms: Sequence[str], rows: Sequence[int] | np.ndarray) -> np.ndarray:
         """For each of ``rows``, the share of the query's idf mass it contains (0 to 1)."""
         import numpy as np
 
+        rows = np.asarray(rows, dtype=np.int64)
         terms = list(dict.fromkeys(query_terms))
         share = np.zeros(len(rows), dtype=np.float64)
         idf = self.idf_of(terms)

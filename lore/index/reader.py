@@ -5,15 +5,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lore.errors import IndexUnavailableError
-from lore.index import bm25, lexical
 from lore.index import graph as graph_index
-from lore.index.bm25 import Delta
 from lore.index.layout import DAMAGED, GenerationMeta, still_live
 from lore.index.table import IndexFileError, Table, describe
-from lore.store.fileio import atomic_write
+
+if TYPE_CHECKING:
+    from lore.index import bm25, lexical
+    from lore.index.bm25 import Delta
 
 T = TypeVar("T")
 
@@ -80,6 +81,8 @@ class IndexReader:
             _ = self.bm25, self.adjacency
             if self.has_vectors:
                 _ = self.vectors
+            from lore.index import lexical  # (bm25 too) loaded when used: the hook's cold path reads neither
+
             self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
         finally:
             self._checking = False
@@ -102,6 +105,8 @@ class IndexReader:
         error = IndexDamagedError(file, describe(exc))
         if not self._checking:  # mid-query: leave a note for the next open (``load``'s caller rebuilds now)
             self.meta = self.meta.with_damage(error.message)
+            from lore.store.fileio import atomic_write  # tempfile, shutil...: not on the hook's cold path
+
             with contextlib.suppress(OSError):
                 atomic_write(self.directory / DAMAGED, error.message.encode())
         return error
@@ -148,12 +153,16 @@ class IndexReader:
     @property
     def lexical(self) -> lexical.LexicalSearcher:
         if self._lexical is None:
+            from lore.index import lexical
+
             self._lexical = self._load("lexical", lambda: lexical.LexicalSearcher(self.directory / "lexical"))
         return self._lexical
 
     @property
     def bm25(self) -> bm25.Bm25Index:
         if self._bm25 is None:
+            from lore.index import bm25
+
             rows = len(self.table)
             self._bm25 = self._load("bm25", lambda: bm25.Bm25Index(self.directory, self.meta.files, rows, self._bm25_delta()))
         return self._bm25
@@ -161,6 +170,8 @@ class IndexReader:
     def _bm25_delta(self) -> Delta | None:
         if not self.has_delta:
             return None
+        from lore.index import bm25
+
         files = self.meta.files
         forward = self._load(files["delta_bm25_forward"], lambda: bm25.read_forward(
             self.directory / files["delta_bm25_vocab"], self.directory / files["delta_bm25_forward"]))  # fmt: skip

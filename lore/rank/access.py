@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -22,6 +23,22 @@ def record_access(path: Path, query: str, ids: list[str], now: float) -> None:
         append_line(path, line, durable=False, mode=0o600)
         if path.stat().st_size > MAX_BYTES:
             compact(path)
+
+
+# Only the top results count as accessed: logging all ten let records that are
+# often returned but rarely wanted reinforce themselves.
+ACCESS_TOP = 3
+
+
+def log_response(path: Path, response: Any, stats: dict[str, tuple[int, float]], now: float) -> None:
+    """Log a search's top hits as accessed (unless it found an evidence gap) and count them in ``stats``."""
+    if not response.hits or response.gap.gap:
+        return
+    ids = [h.id for h in response.hits[:ACCESS_TOP]]
+    record_access(path, response.query, ids, now)
+    for rid in ids:
+        count, _ = stats.get(rid, (0, 0.0))
+        stats[rid] = (count + 1, now)
 
 
 def load_stats(path: Path) -> dict[str, tuple[int, float]]:

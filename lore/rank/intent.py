@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +119,8 @@ def load_centroids(cache: Path, identity: str, encode: Callable[[list[str]], np.
     except (OSError, ValueError):  # orjson.JSONDecodeError is a ValueError
         pass
     centroids = compute_centroids(encode)
+    import secrets
+
     tmp = cache.with_name(f"{cache.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")  # one per writer
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)

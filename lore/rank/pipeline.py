@@ -147,6 +147,123 @@ def _unknown_share(bm25: Any, query_terms: Sequence[str]) -> float:
     return len(unknown) / len(query_terms)
 
 
+def bm25_evidence(reader: Any, kept: Sequence[tuple[str, float]],
+                  query_terms: Sequence[str]) -> tuple[tuple[str, set[str]] | None, float]:  # fmt: skip
+    """BM25's best record with the query terms it holds, and the share of the query's idf mass they carry.
+
+    It feeds the evidence gap. ``reader`` is an ``IndexReader`` or the hook's cold
+    reader (``lore.index.cold``): anything with a ``table`` and a ``bm25`` that has ``idf_of``.
+    """
+    if not kept or not query_terms:
+        return None, 0.0
+    idf = reader.bm25.idf_of(query_terms)
+    top = (kept[0][0], _covered_terms(reader.table, kept[0][0], query_terms))
+    return top, sum(idf[term] for term in top[1]) / (sum(idf.values()) or 1.0)
+
+
+def fuse(reader: Any, query_terms: Sequence[str], rankings: dict[str, list[str]],
+         channel_scores: dict[str, dict[str, float]], full_scores: Mapping[str, Any],
+         weights: Mapping[str, float], opts: SearchOptions) -> list[Candidate]:  # fmt: skip
+    """The channels' rankings fused into candidates, each with its relevance and idf coverage.
+
+    ``full_scores[channel][row]`` is the channel's score of any row (a numpy array, or a
+    mapping that answers 0 for rows it does not hold). ``channel_scores`` is completed
+    in place with every candidate's score in each channel.
+    """
+    table = reader.table
+    shares: dict[str, dict[str, float]] = {}
+    if opts.fusion == "score":
+        union = [row for rid in dict.fromkeys(r for ids in rankings.values() for r in ids) if (row := table.row(rid)) is not None]
+        for channel, ids in rankings.items():
+            values = full_scores.get(channel)
+            if values is None:  # the graph channel ranks without scores: 1 / rank
+                channel_scores[channel] = {rid: 1.0 / n for n, rid in enumerate(ids, start=1)}
+                continue
+            # Every candidate's score in this channel, not only the channel's own top records.
+            channel_scores[channel] = {table.ids[row]: float(values[row]) for row in union if values[row] > 0}
+        by_score = fusion.score_fusion(rankings, channel_scores, weights)
+        fused = {rid: (score, ranks) for rid, (score, ranks, _) in by_score.items()}
+        shares = {rid: share for rid, (_, _, share) in by_score.items()}
+        best = fusion.max_score_fusion([c for c in rankings if rankings[c]], weights)
+    else:
+        fused = fusion.rrf(rankings, weights)
+        shares = {rid: {ch: weights.get(ch, 0.0) / (fusion.RRF_K + rank) for ch, rank in ranks.items()}
+                  for rid, (_, ranks) in fused.items()}  # fmt: skip
+        best = fusion.max_rrf([c for c in rankings if rankings[c]], weights)
+    candidates = []
+    for record_id, (score, ranks) in fused.items():
+        row = table.row(record_id)
+        if row is None:
+            continue
+        base = candidate_at(reader, row)
+        if opts.intents:
+            chain = reader.table.doc(row).get("intent_chain") or []
+            base = base.evolve(intent_chain=tuple(str(c) for c in chain if c))
+        candidates.append(base.evolve(
+            ranks=ranks, fused=score, contributions=shares.get(record_id, {}), relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
+            channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
+        ))  # fmt: skip
+    if candidates and query_terms and "bm25" in opts.channels and "coverage" not in opts.disabled_stages:
+        covered = reader.bm25.coverage(query_terms, [c.row for c in candidates])
+        candidates = [c.evolve(coverage=float(share)) for c, share in zip(candidates, covered, strict=True)]
+    return candidates
+
+
+def finish(reader: Any, opts: SearchOptions, candidates: list[Candidate], query_terms: Sequence[str],
+           bm25_top: tuple[str, set[str]] | None, idf_coverage: float, query_cosine: float | None,
+           classified: intent.IntentResult, allowed: Sequence[bool] | None,
+           access: Mapping[str, tuple[int, float]] | None, now: float,
+           lap: Callable[[str, float], float], t: float) -> tuple[list[Candidate], GapVerdict]:  # fmt: skip
+    """Stages, evidence gap, diversity, graph expansion and contradiction notes: the hits and the verdict.
+
+    Pure Python over the candidates (numpy only for MMR over vectors), so the hook's
+    cold lexical path (``lore.rank.cold``) shares it with ``run``.
+    """
+    table = reader.table
+    ctx = QueryContext(
+        now=now, project=opts.current_project, intents=opts.intents, include_all=opts.include_all,
+        include_candidates=opts.include_candidates, access=access or {}, type_preferences=intent.TYPE_PREFERENCES.get(classified.intent, {}) if opts.adaptive else {},
+        settings=opts.stage_settings, disabled=opts.disabled_stages,
+    )  # fmt: skip
+    ranked_candidates = rank(candidates, ctx)
+    t = lap("stages", t)
+
+    coverage = 0.0
+    if ranked_candidates and query_terms:
+        top_id = ranked_candidates[0].id
+        # Usually BM25's best record is still first: its terms are already known.
+        top_terms = bm25_top[1] if bm25_top and bm25_top[0] == top_id else _covered_terms(table, top_id, query_terms)
+        coverage = len(top_terms) / len(query_terms)
+    gap_settings = opts.gap_settings
+    unknown_share = _unknown_share(reader.bm25, query_terms) if query_terms and "bm25" in opts.channels else 0.0
+    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage,
+                     unknown_share=unknown_share, store_size=len(table))  # fmt: skip
+    t = lap("gap", t)
+
+    if opts.diversity and len(ranked_candidates) > 1:
+        import numpy as np
+
+        pool = ranked_candidates[:20]
+        vecs = None
+        if reader.has_vectors:
+            vecs = np.asarray(reader.vectors[[c.row for c in pool]], dtype=np.float32)
+        picked = mmr(pool, vecs, min(opts.limit, len(pool)), opts.mmr_lambda)
+        if opts.limit > len(pool):
+            # Diversity re-orders the head; a longer list continues in rank order.
+            chosen = {c.id for c in picked}
+            rest = [c for c in ranked_candidates[len(pool):] if c.id not in chosen]
+            picked = picked + rest[: opts.limit - len(picked)]
+    else:
+        picked = ranked_candidates[: opts.limit]
+    t = lap("mmr", t)
+
+    if opts.graph_depth > 0 and picked:
+        picked = traverse.expand(reader, picked, opts.graph_depth, opts.relation_weights, ctx, allowed, opts.limit)
+        t = lap("traverse", t)
+    picked = traverse.annotate_contradictions(reader, picked)
+    return picked, verdict
+
+
 def run(
     reader: IndexReader,
     query: str,
@@ -200,12 +317,7 @@ def run(
         kept = [(table.ids[row], score) for row, score in best_rows(lexical, limit)]
         rankings["bm25"] = [rid for rid, _ in kept]
         channel_scores["bm25"] = dict(kept)
-        if kept and query_terms:
-            # How much of the query's idf mass BM25's own best record holds: it
-            # feeds the evidence gap below.
-            idf = reader.bm25.idf_of(query_terms)
-            bm25_top = (kept[0][0], _covered_terms(table, kept[0][0], query_terms))
-            idf_coverage = sum(idf[term] for term in bm25_top[1]) / (sum(idf.values()) or 1.0)
+        bm25_top, idf_coverage = bm25_evidence(reader, kept, query_terms)
         t = lap("bm25", t)
     weights = dict(opts.weights) if opts.weights is not None else dict(fusion.DEFAULT_WEIGHTS)
     # A channel fused at weight zero cannot change the ranking: do not compute it.
@@ -274,82 +386,16 @@ def run(
         rankings["graph"] = [rid for rid in ranked if table.row(rid) is not None][:limit]
         t = lap("graph", t)
 
-    shares: dict[str, dict[str, float]] = {}
-    if opts.fusion == "score":
-        union = [row for rid in dict.fromkeys(r for ids in rankings.values() for r in ids) if (row := table.row(rid)) is not None]
-        for channel, ids in rankings.items():
-            values = full_scores.get(channel)
-            if values is None:  # the graph channel ranks without scores: 1 / rank
-                channel_scores[channel] = {rid: 1.0 / n for n, rid in enumerate(ids, start=1)}
-                continue
-            # Every candidate's score in this channel, not only the channel's own top records.
-            channel_scores[channel] = {table.ids[row]: float(values[row]) for row in union if values[row] > 0}
-        by_score = fusion.score_fusion(rankings, channel_scores, weights)
-        fused = {rid: (score, ranks) for rid, (score, ranks, _) in by_score.items()}
-        shares = {rid: share for rid, (_, _, share) in by_score.items()}
-        best = fusion.max_score_fusion([c for c in rankings if rankings[c]], weights)
-    else:
-        fused = fusion.rrf(rankings, weights)
-        shares = {rid: {ch: weights.get(ch, 0.0) / (fusion.RRF_K + rank) for ch, rank in ranks.items()}
-                  for rid, (_, ranks) in fused.items()}  # fmt: skip
-        best = fusion.max_rrf([c for c in rankings if rankings[c]], weights)
-    candidates = []
-    for record_id, (score, ranks) in fused.items():
-        row = table.row(record_id)
-        if row is None:
-            continue
-        base = candidate_at(reader, row)
-        if opts.intents:
-            chain = reader.table.doc(row).get("intent_chain") or []
-            base = base.evolve(intent_chain=tuple(str(c) for c in chain if c))
-        candidates.append(base.evolve(
-            ranks=ranks, fused=score, contributions=shares.get(record_id, {}), relevance=fusion.relevance(score, best, opts.stage_settings.relevance_sharpness),
-            channel_scores={ch: channel_scores[ch][record_id] for ch in channel_scores if record_id in channel_scores[ch]},
-        ))  # fmt: skip
-    if candidates and query_terms and "bm25" in opts.channels and "coverage" not in opts.disabled_stages:
-        covered = reader.bm25.coverage(query_terms, np.asarray([c.row for c in candidates], dtype=np.int32))
-        candidates = [c.evolve(coverage=float(share)) for c, share in zip(candidates, covered, strict=True)]
+    candidates = fuse(reader, query_terms, rankings, channel_scores, full_scores, weights, opts)
     t = lap("fusion", t)
-
-    ctx = QueryContext(
-        now=now, project=opts.current_project, intents=opts.intents, include_all=opts.include_all,
-        include_candidates=opts.include_candidates, access=access or {}, type_preferences=intent.TYPE_PREFERENCES.get(classified.intent, {}) if opts.adaptive else {},
-        settings=opts.stage_settings, disabled=opts.disabled_stages,
-    )  # fmt: skip
-    ranked_candidates = rank(candidates, ctx)
-    t = lap("stages", t)
-
-    coverage = 0.0
-    if ranked_candidates and query_terms:
-        top_id = ranked_candidates[0].id
-        # Usually BM25's best record is still first: its terms are already known.
-        top_terms = bm25_top[1] if bm25_top and bm25_top[0] == top_id else _covered_terms(table, top_id, query_terms)
-        coverage = len(top_terms) / len(query_terms)
-    gap_settings = opts.gap_settings
-    unknown_share = _unknown_share(reader.bm25, query_terms) if query_terms and "bm25" in opts.channels else 0.0
-    verdict = assess(ranked_candidates, coverage, query_cosine, gap_settings, idf_coverage=idf_coverage,
-                     unknown_share=unknown_share, store_size=len(table))  # fmt: skip
-    t = lap("gap", t)
-
-    if opts.diversity and len(ranked_candidates) > 1:
-        pool = ranked_candidates[:20]
-        vecs = None
-        if reader.has_vectors:
-            vecs = np.asarray(reader.vectors[[c.row for c in pool]], dtype=np.float32)
-        picked = mmr(pool, vecs, min(opts.limit, len(pool)), opts.mmr_lambda)
-        if opts.limit > len(pool):
-            # Diversity re-orders the head; a longer list continues in rank order.
-            chosen = {c.id for c in picked}
-            rest = [c for c in ranked_candidates[len(pool):] if c.id not in chosen]
-            picked = picked + rest[: opts.limit - len(picked)]
-    else:
-        picked = ranked_candidates[: opts.limit]
-    t = lap("mmr", t)
-
-    if opts.graph_depth > 0 and picked:
-        picked = traverse.expand(reader, picked, opts.graph_depth, opts.relation_weights, ctx, allowed, opts.limit)
-        t = lap("traverse", t)
-    picked = traverse.annotate_contradictions(reader, picked)
-
+    picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, query_cosine, classified,
+                             allowed, access, now, lap, t)  # fmt: skip
     timings["total"] = round((clock() - started) * 1000, 3)
     return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings), opts.fusion)
+
+
+def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
+    """``hit`` with its record's title, content and summary, read from the index's docs file."""
+    doc = reader.table.doc(hit.row)
+    return hit.evolve(title=str(doc.get("title") or ""), content=str(doc.get("content") or ""),
+                      summary=str(doc.get("summary") or ""))  # fmt: skip

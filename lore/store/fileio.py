@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +55,8 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename: all or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # (with shutil, bz2, lzma: 2.5 ms) only for whole-file writes, not for appends
+
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

@@ -1,0 +1,178 @@
+"""The prompt hook's cold lexical answer: the pipeline's lexical-only configuration, without numpy.
+
+When no warm helper answers a prompt, loading numpy (about 100 ms here) and the
+query encoder's tokenizer (55-105 ms) alone would cost more than the whole cold
+hook may take. This path answers from the BM25 channel only, read by
+``lore.index.cold`` (pure Python, bit-identical scores), and then runs the very
+steps ``pipeline.run`` runs with ``channels=("bm25",)``: the same row filter
+(active records only: candidates are never injected), fusion, scoring stages
+(decay, reinforcement, project boost, coverage...), lexical evidence-gap rule,
+graph expansion and rendering (``context.assemble``). Its top hits are those of
+``lore search --channels bm25`` with the hook's options. It declines (and the
+whole pipeline answers) a prompt with quoted phrases, and one with fewer than
+three BM25 candidates, among which the lexical gap rule cannot see a standout:
+a young store would otherwise never get anything cold.
+
+``LORE_HOOK_COLD`` chooses what a cold hook does: ``lexical`` (this path, the
+default), ``full`` (the whole pipeline in process: vectors too, within the hook's
+deadline), ``off`` (inject nothing until the helper runs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from lore.index import analysis
+from lore.rank import fusion, intent
+from lore.rank.pipeline import SearchOptions, SearchResponse, bm25_evidence, finish, fuse, with_text
+from lore.rank.query import quoted_phrases
+
+if TYPE_CHECKING:
+    from lore.index.cold import ColdReader
+    from lore.paths import Locations
+
+MODES = ("lexical", "full", "off")
+LEXICAL = ("bm25",)
+MIN_CANDIDATES = 3  # what gap.lexical_standout needs to measure a lead
+
+
+
+
+class _Sparse(dict[int, float]):
+    """Scores of the rows a channel matched; every other row scores 0 (as in the channel's dense array)."""
+
+    def __missing__(self, row: int) -> float:
+        return 0.0
+
+
+class Declined(Exception):
+    """The query needs what this path does not have: Whoosh's positions (quoted phrases), or vectors to judge a gap."""
+
+
+def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
+                access: Mapping[str, tuple[int, float]] | None = None) -> SearchResponse:  # fmt: skip
+    """``pipeline.run(reader, query, opts)`` with ``opts.channels == ("bm25",)``, in pure Python.
+
+    Raises ``Declined`` for a query with quoted phrases or fewer than three BM25
+    candidates (the whole pipeline answers those), and ``ValueError`` for
+    options this path does not serve (another channel, adaptive weights, diversity).
+    """
+    if tuple(opts.channels) != LEXICAL or opts.adaptive or opts.diversity:
+        raise ValueError("the cold path serves the lexical-only configuration")
+    if quoted_phrases(query):
+        raise Declined("quoted phrases")
+    from lore.rank.pipeline import _allowed_rows
+
+    timings: dict[str, float] = {}
+    clock = time.perf_counter
+    now = opts.now if opts.now is not None else time.time()
+    started = clock()
+
+    def lap(name: str, since: float) -> float:
+        timings[name] = round((clock() - since) * 1000, 3)
+        return clock()
+
+    t = clock()
+    allowed = _allowed_rows(reader, opts)
+    table = reader.table
+    t = lap("filter", t)
+    query_terms = analysis.unique_terms(query)
+    scores = reader.bm25.scores(query_terms)
+    lexical = _Sparse((row, score) for row, score in scores.items() if allowed is None or allowed[row])
+    kept = [(table.ids[row], score) for row, score in best_rows(lexical, opts.retrieval_limit)]
+    if len(kept) < MIN_CANDIDATES:
+        # The lexical gap rule cannot call a match a standout among fewer than three
+        # candidates (gap.lexical_standout): a young store, or a prompt matching almost
+        # nothing, would always get a gap. The whole pipeline judges those.
+        raise Declined("fewer than three lexical candidates")
+    rankings = {"bm25": [rid for rid, _ in kept]}
+    channel_scores = {"bm25": dict(kept)}
+    bm25_top, idf_coverage = bm25_evidence(reader, kept, query_terms)
+    t = lap("bm25", t)
+    weights = dict(opts.weights) if opts.weights is not None else dict(fusion.DEFAULT_WEIGHTS)
+    candidates = fuse(reader, query_terms, rankings, channel_scores, {"bm25": lexical}, weights, opts)
+    t = lap("fusion", t)
+    classified = intent.IntentResult(intent.FALLBACK, 0, 0, True)
+    picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, None, classified, allowed,
+                             access, now, lap, t)  # fmt: skip
+    timings["total"] = round((clock() - started) * 1000, 3)
+    return SearchResponse(query, picked, verdict, classified, timings, weights, [], tuple(rankings), opts.fusion)
+
+
+def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:
+    """``bm25.best_rows`` over sparse scores: the ``limit`` best positive rows, best first, ties by row."""
+    if limit <= 0:
+        return []
+    import heapq
+
+    # (score, row) pairs are distinct: the ``limit`` smallest keys are exactly a full sort's first ``limit``.
+    best = heapq.nsmallest(limit, ((-score, row) for row, score in scores.items() if score > 0))
+    return [(row, -negative) for negative, row in best]
+
+
+def open_reader(locations: Locations) -> ColdReader:
+    """The live generation for ``locations``' data dir, every file checked; ``FileNotFoundError`` or ``ValueError``."""
+    from lore.index.cold import ColdReader
+    from lore.index.layout import DAMAGED, GenerationMeta, current_dir
+
+    if not locations.data_dir.is_dir():
+        raise FileNotFoundError(f"data dir {locations.data_dir} does not exist")
+    directory = current_dir(locations.index_dir)
+    if directory is None:
+        raise FileNotFoundError(f"no usable index in {locations.index_dir}; run `lore index`")
+    meta = GenerationMeta.read(directory)
+    if (directory / DAMAGED).exists():
+        raise FileNotFoundError(f"the index in {directory} is marked damaged; run `lore index`")
+    if meta.data_dir != str(locations.data_dir.resolve()):
+        raise FileNotFoundError(f"the index in {locations.index_dir} was built for another data dir "
+                                f"({meta.data_dir}); run `lore index`")  # fmt: skip
+    reader = ColdReader(directory, meta)
+    reader.load()
+    return reader
+
+
+def prompt_context(prompt: str, cwd: str | None, budget: int, locations: Locations, *, mode: str = "lexical",
+                   gap_line: bool = False,
+                   deadline: float | None = None, log: Callable[[str, str], None] | None = None) -> str | None:  # fmt: skip
+    """The hook's block for ``prompt`` from the cold lexical path; None when the full pipeline should answer.
+
+    ``""`` when there is nothing to inject (an evidence gap, ``LORE_HOOK_COLD=off``,
+    or the hard ``deadline`` passed). Errors propagate: the hook logs them and injects nothing.
+    """
+    if mode == "off":
+        return ""
+    if mode == "full":
+        return None
+    from lore.context import assemble
+    from lore.project import detect_project
+    from lore.rank import access as access_log
+    from lore.rank.query import scrub_query
+
+    reader = open_reader(locations)
+    try:
+        scrubbed = scrub_query(prompt)
+        now = time.time()
+        options = hook_options(detect_project(cwd) if cwd else None, now)
+        stats = access_log.load_stats(locations.access_log)
+        try:
+            response = lexical_run(reader, scrubbed.text, options, access=stats)
+        except Declined:
+            return None
+        access_log.log_response(locations.access_log, response, stats, now)
+        response.hits = [with_text(reader, hit) for hit in response.hits]
+        block = assemble(response, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
+        if deadline is not None and time.monotonic() > deadline:
+            if log is not None:
+                log("deadline", "cold lexical answer past the hook's deadline; injected nothing")
+            return ""
+        return block.text
+    finally:
+        reader.close()
+
+
+def hook_options(project: str | None, now: float, *, deadline: float | None = None,
+                 channels: tuple[str, ...] = LEXICAL) -> SearchOptions:  # fmt: skip
+    """The prompt hook's search options: the cold path's (lexical) and the in-process pipeline's."""
+    return SearchOptions(limit=5, current_project=project, graph_depth=1, now=now, deadline=deadline, channels=channels)
