@@ -216,10 +216,10 @@ def test_incremental_refresh_keeps_the_graph_file_unless_edges_change(data_dir: 
     old = capture.remember(store, "Use Celery for background jobs", project="p", options=PLAIN).record
     mgr = IndexManager(Locations(data_dir, tmp_path / "a"))
     mgr.build()
-    graph_file = mgr.read_meta()[1]["files"]["graph"]  # type: ignore[index]
+    graph_file = mgr.read_meta()[1].files["graph"]  # type: ignore[index]
     new = capture.remember(store, "Use Dramatiq for background jobs", project="p", options=PLAIN).record
     assert mgr.build().mode == "incremental"
-    assert mgr.read_meta()[1]["files"]["graph"] == graph_file  # type: ignore[index]  # no edge touched
+    assert mgr.read_meta()[1].files["graph"] == graph_file  # type: ignore[index]  # no edge touched
     capture.supersede(store, old.id, new.id)
     assert mgr.build().mode == "incremental"
     reader, _ = mgr.open(policy="ignore")

@@ -225,13 +225,13 @@ def test_in_process_hook_answers_a_stale_index_as_it_is_and_never_builds(indexed
     manager = IndexManager(Locations.resolve(indexed))
     found = manager.read_meta()
     assert found is not None
-    revision = found[1]["revision"]
+    revision = found[1].revision
     lore_cli("observe", NEW_RECORD)
     assert manager.status().stale
     context = run_hook(IN_PROCESS_DEADLINE_MS, {"LORE_HOOK_REFRESH": policy})
     assert "exponential backoff with full jitter" in context and MARKER not in context
     found = manager.read_meta()
-    assert found is not None and found[1]["revision"] == revision and manager.status().stale  # no build
+    assert found is not None and found[1].revision == revision and manager.status().stale  # no build
     assert hook_log() == ""
     lore_cli("search", "payment charge backoff")  # the next ordinary command refreshes
     assert not manager.status().stale

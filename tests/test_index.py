@@ -58,7 +58,7 @@ def test_full_build_then_up_to_date(data_dir: Path) -> None:
     assert (report.mode, report.records, report.embeddings) == ("full", 30, True)
     assert mgr.build().mode == "up-to-date"
     status = mgr.status()
-    assert status.exists and not status.stale and status.meta["counts"] == {"decision": 30}
+    assert status.exists and not status.stale and status.meta.counts == {"decision": 30}
     reader, _ = mgr.open()
     assert reader.vectors.shape == (30, get_embedder().dim)
     assert len(reader.table) == 30
@@ -116,7 +116,7 @@ def test_model_change_re_embeds(data_dir: Path, tmp_path: Path, monkeypatch) -> 
     assert mgr.status().reason == "embedding model changed"
     report = mgr.build()
     assert report.mode == "full"
-    assert mgr.status().meta["model"].startswith(str(copy.resolve()))
+    assert mgr.status().meta.model.startswith(str(copy.resolve()))
 
 
 def test_broken_model_keeps_lexical_search_working(data_dir: Path, tmp_path: Path, monkeypatch, cli) -> None:

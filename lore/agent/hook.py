@@ -161,12 +161,12 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     found = IndexManager(locations).read_meta()
     if found is None:
         raise FileNotFoundError(f"no usable index in {locations.index_dir}; run `lore index`")
-    if found[1].get("data_dir") != str(locations.data_dir.resolve()):
+    if found[1].data_dir != str(locations.data_dir.resolve()):
         raise FileNotFoundError(f"the index in {locations.index_dir} was built for another data dir "
-                                f"({found[1].get('data_dir')}); run `lore index`")  # fmt: skip
+                                f"({found[1].data_dir}); run `lore index`")  # fmt: skip
     result: dict[str, Any] = {}
     total = deadline - started
-    soft = deadline - vector_cost_estimate(found[1])  # past this, skip the vector channels: lexical-only
+    soft = deadline - vector_cost_estimate(found[1].records)  # past this, skip the vector channels: lexical-only
 
     def work() -> None:
         try:
@@ -197,14 +197,12 @@ VECTOR_SECONDS_PER_RECORD = 0.5e-6
 FINISH_S = 0.04
 
 
-def vector_cost_estimate(meta: Any) -> float:  # the GenerationMeta of lore.index.layout
+def vector_cost_estimate(records: int) -> float:
     """Seconds the vector channels and the rest of a cold search still need once BM25 is done.
 
     The hook starts them only if they fit before its hard deadline; otherwise it
     answers from BM25 alone rather than running out of time and injecting nothing.
     """
-    counts = meta.get("counts")
-    records = sum(v for v in counts.values() if isinstance(v, int)) if isinstance(counts, dict) else 0
     return ENCODER_LOAD_S + records * VECTOR_SECONDS_PER_RECORD + FINISH_S
 
 

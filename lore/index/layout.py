@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -90,21 +90,6 @@ class GenerationMeta:
     def with_damage(self, message: str) -> GenerationMeta:
         return replace(self, damaged=message)
 
-    # Read access by key, as the 18-key dict it replaces offered: callers outside the
-    # index package (the UI, ``lore index --status``, the helper) read a few keys this way.
-    def get(self, key: str, default: Any = None) -> Any:
-        if key == "model_wanted" and self.model_wanted is None:
-            return default
-        return getattr(self, key, default) if key in _FIELD_NAMES else default
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in _FIELD_NAMES:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __contains__(self, key: object) -> bool:
-        return key in _FIELD_NAMES and (key != "model_wanted" or self.model_wanted is not None)
-
     def to_json(self) -> bytes:
         data = asdict(self)
         data.pop("damaged")
@@ -157,9 +142,6 @@ class GenerationMeta:
     def read(cls, directory: Path) -> GenerationMeta:
         """The meta of the generation in ``directory``; OSError or ``MetaError``."""
         return cls.from_json((directory / META).read_bytes())
-
-
-_FIELD_NAMES = frozenset(f.name for f in fields(GenerationMeta))
 
 
 def file_names(revision: int) -> dict[str, str]:
