@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from lore.index import analysis
 from lore.rank import fusion, intent
-from lore.rank.pipeline import SearchOptions, SearchResponse, bm25_evidence, finish, fuse, with_text
+from lore.rank.pipeline import Laps, SearchOptions, SearchResponse, bm25_evidence, finish, fuse, with_text
 from lore.rank.query import quoted_phrases
 
 if TYPE_CHECKING:
@@ -65,14 +65,11 @@ def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
         raise Declined("quoted phrases")
     from lore.rank.pipeline import _allowed_rows
 
-    timings: dict[str, float] = {}
     clock = time.perf_counter
     now = opts.now if opts.now is not None else time.time()
-    started = clock()
+    lap = Laps()
+    timings = lap.timings
 
-    def lap(name: str, since: float) -> float:
-        timings[name] = round((clock() - since) * 1000, 3)
-        return clock()
 
     t = clock()
     allowed = _allowed_rows(reader, opts)
@@ -97,7 +94,7 @@ def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
     classified = intent.IntentResult(intent.FALLBACK, 0, 0, True)
     picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, None, classified, allowed,
                              access, now, lap, t)  # fmt: skip
-    timings["total"] = round((clock() - started) * 1000, 3)
+    lap.total()
     return SearchResponse(query, picked, verdict, classified, timings, weights, [], tuple(rankings), opts.fusion)
 
 

@@ -274,15 +274,12 @@ def run(
     centroids: dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None = None,
 ) -> SearchResponse:
     """Search the index for ``query`` (already scrubbed)."""
-    timings: dict[str, float] = {}
     warnings: list[str] = []
     clock = time.perf_counter
     now = opts.now if opts.now is not None else time.time()
-    started = clock()
+    lap = Laps()
+    timings = lap.timings
 
-    def lap(name: str, since: float) -> float:
-        timings[name] = round((clock() - since) * 1000, 3)
-        return clock()
 
     t = clock()
     import numpy as np
@@ -390,8 +387,23 @@ def run(
     t = lap("fusion", t)
     picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, query_cosine, classified,
                              allowed, access, now, lap, t)  # fmt: skip
-    timings["total"] = round((clock() - started) * 1000, 3)
+    lap.total()
     return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings), opts.fusion)
+
+
+class Laps:
+    """Each step's milliseconds by name (``timings``): ``t = lap("bm25", t)`` closes a step and starts the next."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.started = time.perf_counter()
+
+    def __call__(self, name: str, since: float) -> float:
+        self.timings[name] = round((time.perf_counter() - since) * 1000, 3)
+        return time.perf_counter()
+
+    def total(self) -> None:
+        self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 3)
 
 
 def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
