@@ -409,3 +409,19 @@ def test_a_killed_claude_code_import_resumes_to_what_one_run_stores(initialised:
     again = subprocess.run(command, env=env, capture_output=True)
     assert again.returncode == 0 and b"added (as candidates): none" in again.stdout
     assert audit.verify(initialised)[1] is None
+
+
+def test_a_data_dir_created_again_at_the_same_path_is_captured_again(initialised: Path, tmp_path: Path) -> None:
+    # The capture state is kept per data dir path: a store deleted and created anew there inherited
+    # "already read" and a backfill added nothing to it.
+    import shutil
+
+    path = tmp_path / "sess-again.jsonl"
+    session_with_everything(path)
+    first = capture_session(Store(initialised), path)
+    assert first.added
+    shutil.rmtree(initialised)
+    Store(initialised).init()
+    again = capture_session(Store(initialised), path)
+    assert sorted(r.title for r in again.added) == sorted(r.title for r in first.added)
+    assert capture_session(Store(initialised), path).added == []  # and then it is read, as before

@@ -110,6 +110,9 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
         saved = state.load(base, key)
         if saved.get("transcript") not in (None, str(transcript)):
             saved = {}  # the same session id in another file: read it on its own
+        marker = state.store_marker(store.data_dir)
+        if saved.get("store") not in (None, marker):
+            saved = {}  # another store at this path (recreated): read the session again; the hashes keep what is there
         chunk = read_new(transcript, start_line=_int(saved.get("line")), start_offset=_int(saved.get("offset")),
                          pending=saved.get("pending") if isinstance(saved.get("pending"), dict) else None,
                          session_id=key)  # fmt: skip
@@ -143,7 +146,7 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
                 "pending": dict(list({c.id: c.to_state() for c in chunk.calls if c.result is None}.items())[-MAX_PENDING:]),
                 "touched": touched.to_state(), "observation_id": observation_id, "project": project,
                 "cwd": chunk.cwd or saved.get("cwd"), "llm_tokens": _int(saved.get("llm_tokens")) + report.llm_tokens,
-                "updated_at": store.now_iso(),
+                "updated_at": store.now_iso(), "store": state.store_marker(store.data_dir),
             })  # fmt: skip
     if distill and not dry_run and any(r.kind == "failure" for r in report.added):
         report.notices.extend(_distill(store))

@@ -29,6 +29,23 @@ def root(data_dir: Path) -> Path:
     return state_dir() / "capture" / f"{data_dir.name or 'root'}-{digest}"
 
 
+def store_marker(data_dir: Path) -> str | None:
+    """What tells this store from another at the same path: a digest of its audit log's first line.
+
+    The state dir is keyed by the data dir's path, so a data dir deleted and created again
+    (or another store checked out there) would inherit sessions marked as read; its first
+    audit entry (the first write, hash-chained) differs. None before the first write.
+    """
+    from lore.store import audit
+
+    try:
+        with (data_dir / audit.AUDIT_PATH).open("rb") as handle:
+            first = handle.readline()
+    except OSError:
+        return None
+    return hashlib.sha1(first).hexdigest()[:16] if first.strip() else None
+
+
 def _file(base: Path, session_id: str) -> Path:
     return base / (re.sub(r"[^A-Za-z0-9._-]", "_", session_id)[:120] + ".json")
 
