@@ -425,3 +425,31 @@ def test_a_data_dir_created_again_at_the_same_path_is_captured_again(initialised
     again = capture_session(Store(initialised), path)
     assert sorted(r.title for r in again.added) == sorted(r.title for r in first.added)
     assert capture_session(Store(initialised), path).added == []  # and then it is read, as before
+
+
+def test_the_new_commands_as_a_user_runs_them(initialised: Path, tmp_path: Path) -> None:
+    """capture-session, inbox, inbox accept/reject, lesson distill and import claude-memory, each a real `lore` process."""
+
+    def lore(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done
+
+    transcript = Path(__file__).parent / "data" / "transcripts" / "04-make-version-mismatch-twice.jsonl"
+    captured = json.loads(lore("capture-session", str(transcript), "--json").stdout)
+    assert captured["added"] and captured["lines"] and not captured["dry_run"]
+    ids = [item["id"] for item in captured["added"]]
+    listing = lore("inbox").stdout
+    assert all(rid in listing for rid in ids)
+    lore("inbox", "accept", ids[0])
+    lore("inbox", "reject", *ids[1:])
+    assert lore("inbox").stdout.strip() in ("", "No candidates waiting for review.")
+    assert lore("lesson", "distill", "--dry-run").returncode == 0
+    project = tmp_path / "repo"
+    (project / ".git").mkdir(parents=True)
+    (project / "CLAUDE.md").write_text("- Run `make check` before pushing to main.\n")
+    done = subprocess.run([sys.executable, "-m", "lore", "import", "claude-memory", "--dir", str(project)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "added: 1 observation" in done.stdout, done.stdout + done.stderr
+    kinds = {r.id: r.status for r in records(Store(initialised))}
+    assert kinds[ids[0]] == "active" and not any(rid in kinds for rid in ids[1:])
