@@ -158,9 +158,10 @@ def lesson_distill(
     """Propose a lesson for each failure that repeated (same command and error) at least twice in 7 days."""
     from lore.curate.distill import distill_failures
 
-    store = state(ctx).store()
+    st = state(ctx)
+    store = st.store()
     store.require()
-    found = distill_failures(store, dry_run=dry_run)
+    found = distill_failures(store, dry_run=dry_run, auto_accept=st.settings.auto_accept)
     if as_json:
         for record in found:
             typer.echo(orjson.dumps(record_json(record)).decode())

@@ -76,7 +76,7 @@ def import_transcripts(store: Store, paths: list[Path], *, project: str | None =
                        method: str | None = None, step: Callable[[Path], None] | None = None,
                        settings: Settings | None = None) -> ImportSummary:  # fmt: skip
     """Capture each transcript (only what the per-session state has not seen); the distillation once at the end."""
-    from lore.sessions.pipeline import _distill, capture_session
+    from lore.sessions.pipeline import capture_session, distill_after_capture
 
     summary = ImportSummary(dry_run=dry_run, transcripts=len(paths))
     for path in paths:
@@ -94,7 +94,7 @@ def import_transcripts(store: Store, paths: list[Path], *, project: str | None =
         if step is not None:
             step(path)
     if not dry_run and summary.added.get("failure"):
-        summary.notices.extend(_distill(store))
+        summary.notices.extend(distill_after_capture(store, settings))
     return summary
 
 

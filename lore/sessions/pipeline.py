@@ -133,7 +133,7 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
             report.warnings.extend(logs)
         else:
             candidates += heuristics.statements(chunk.utterances)
-        writer = _Writer(store, report, key, transcript, project, dry_run)
+        writer = _Writer(store, report, key, transcript, project, dry_run, settings.auto_accept)
         for candidate in candidates:
             writer.write(candidate, chunk)
         touched = Touched.from_state(saved.get("touched"))
@@ -149,18 +149,16 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
                 "updated_at": store.now_iso(), "store": state.store_marker(store.data_dir),
             })  # fmt: skip
     if distill and not dry_run and any(r.kind == "failure" for r in report.added):
-        report.notices.extend(_distill(store))
+        report.notices.extend(distill_after_capture(store, settings))
     return report
 
 
-def _distill(store: Store) -> list[str]:
-    """THE ONE CALL SITE of the lesson distillation cycle after a capture (repeated failures -> lesson candidates)."""
+def distill_after_capture(store: Store, settings: Settings | None = None) -> list[str]:
+    """The lesson distillation cycle after a capture (repeated failures -> lesson candidates), as notices."""
+    from lore.curate.distill import distill_failures
+
     try:
-        from lore.curate.distill import distill_failures
-    except ImportError:  # the distillation cycle is not part of this build
-        return []
-    try:
-        lessons = distill_failures(store)
+        lessons = distill_failures(store, auto_accept=settings.auto_accept if settings is not None else None)
     except LoreError as error:
         return [f"distillation skipped: {error.message}"]
     return [f"distilled lesson candidate {r.id}: {r.title}" for r in lessons]
@@ -174,8 +172,8 @@ class _Writer:
     """Turns candidates into stored records, skipping what was captured or rejected before."""
 
     def __init__(self, store: Store, report: CaptureReport, session_id: str, transcript: Path, project: str,
-                 dry_run: bool) -> None:  # fmt: skip
-        self.store, self.report, self.session_id = store, report, session_id
+                 dry_run: bool, auto_accept: str) -> None:  # fmt: skip
+        self.store, self.report, self.session_id, self.auto_accept = store, report, session_id, auto_accept
         self.transcript, self.project, self.dry_run = transcript, project, dry_run
         snapshot = store.load() if store.exists() else None
         self.hashes: set[str] = set()
@@ -236,7 +234,7 @@ class _Writer:
         from lore.curate.inbox import NORMAL_CONFIDENCE, capture_status
         from lore.store.validate import check_text
 
-        status = capture_status(kind)  # LORE_AUTO_ACCEPT: that kind is stored active at its normal confidence
+        status = capture_status(kind, self.auto_accept)  # LORE_AUTO_ACCEPT: that kind is stored active at its normal confidence
         confidence = CANDIDATE_CONFIDENCE if status == "candidate" else NORMAL_CONFIDENCE[kind]
         base: dict[str, Any] = {"status": status, "session_id": self.session_id, "project": self.project}
         if kind == "failure":
