@@ -36,12 +36,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,10 +52,10 @@ from common import (
     SESSION_BLOCK,
     TOOL_PROMPT,
     TRIVIAL_PROMPT,
-    Failed,
     Run,
     check,
     npm_install,
+    run_e2e,
 )
 from fake_anthropic import FakeAnthropic, Recorded, Reply, last_user_text, request_text
 
@@ -252,11 +249,11 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--timing-rounds", type=int, default=5)
     options = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="lore-e2e-claude-"))
-    prefix = Path(os.environ["LORE_E2E_NPM_PREFIX"]) if os.environ.get("LORE_E2E_NPM_PREFIX") else root / "npm"
-    run: ClaudeRun | None = None
-    try:
-        run = ClaudeRun(root, npm_install(prefix, PACKAGE, "claude", CLAUDE_CODE_VERSION))
+
+    def start(root: Path, prefix: Path) -> ClaudeRun:
+        return ClaudeRun(root, npm_install(prefix, PACKAGE, "claude", CLAUDE_CODE_VERSION))
+
+    def body(run: ClaudeRun) -> None:
         ids = run.seed()
         print(f"PASS  set-up: {install(run)}", flush=True)
         with FakeAnthropic(script) as api:
@@ -264,17 +261,8 @@ def main() -> int:
             # The timings need a usable index again (the last scenario corrupted it).
             run.lore_cli("index", "--rebuild")
             time_to_request(run, api, options.timing_rounds)
-    except Failed as failure:
-        print(f"FAIL  {failure}", flush=True)
-        return 1
-    finally:
-        if run is not None:
-            run.stop_helpers()
-        if options.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    return run.summary()
+
+    return run_e2e("claude", "LORE_E2E_NPM_PREFIX", start, body, options.keep)
 
 
 if __name__ == "__main__":

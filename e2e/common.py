@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,30 @@ class Run:
         failed = [name for name, ok, _ in self.results if not ok]
         print(f"{len(self.results) - len(failed)} passed, {len(failed)} failed", flush=True)
         return 1 if failed else 0
+
+
+def run_e2e(name: str, npm_prefix_env: str, start: Callable[[Path, Path], Run], body: Callable[[Any], None],
+            keep: bool) -> int:  # fmt: skip
+    """A test's life: a temporary root, ``start(root, npm prefix)`` making its ``Run``, ``body(run)``, the report.
+
+    The npm prefix is ``$npm_prefix_env`` when set (reuse an installed CLI), else ``root/npm``.
+    A ``Failed`` check ends the test with exit 1; the helpers are stopped and the root removed
+    (kept with ``keep``) however it ends.
+    """
+    root = Path(tempfile.mkdtemp(prefix=f"lore-e2e-{name}-"))
+    prefix = Path(os.environ[npm_prefix_env]) if os.environ.get(npm_prefix_env) else root / "npm"
+    run: Run | None = None
+    try:
+        run = start(root, prefix)
+        body(run)
+    except Failed as failure:
+        print(f"FAIL  {failure}", flush=True)
+        return 1
+    finally:
+        if run is not None:
+            run.stop_helpers()
+        if keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return run.summary()

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http import FakeServer, Handler, Recorded
+
+__all__ = ["FakeAnthropic", "Recorded", "Reply", "last_user_text", "request_text"]
 
 DEFAULT_TEXT = "OK from the fake model."
 
@@ -39,14 +41,6 @@ class Reply:
     # For a streamed request: send message_start, then an SSE error event and close,
     # as the API does when a stream breaks (a client may retry without streaming).
     break_stream: bool = False
-
-
-@dataclass
-class Recorded:
-    path: str
-    body: dict[str, Any]
-    streamed: bool
-    at: float
 
 
 Script = Callable[[dict[str, Any]], Reply | None]
@@ -69,110 +63,51 @@ def last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-class FakeAnthropic:
-    """``with FakeAnthropic(script) as api: ... api.url ... api.requests``."""
+class FakeAnthropic(FakeServer):
+    """``with FakeAnthropic(script) as api: ... api.url ... api.messages()``."""
+
+    name = "fake-anthropic"
 
     def __init__(self, script: Script | None = None) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[Recorded] = []
-        self.lock = threading.Lock()
         self.ids = itertools.count(1)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-anthropic", daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeAnthropic:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def messages(self) -> list[Recorded]:
-        with self.lock:
-            return [r for r in self.requests if r.path.split("?")[0] == "/v1/messages"]
+        return self.recorded(lambda path: path.split("?")[0] == "/v1/messages")
 
-    def reset(self) -> None:
-        with self.lock:
-            self.requests.clear()
+    def is_streamed(self, path: str, body: dict[str, Any]) -> bool:
+        return bool(body.get("stream"))
+
+    def not_found(self, path: str) -> dict[str, Any]:
+        return {"type": "error", "error": {"type": "not_found_error", "message": path}}
 
     def _reply_for(self, body: dict[str, Any]) -> Reply:
         reply = self.script(body) if self.script is not None else None
         return reply if reply is not None else Reply()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", f"req_fake_{next(fake.ids)}")
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
-
-            do_HEAD = do_GET
-
-            def do_POST(self) -> None:
-                import time
-
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {"_unparsed": raw.decode(errors="replace")}
-                path = self.path.split("?")[0]
-                streamed = bool(body.get("stream"))
-                with fake.lock:
-                    fake.requests.append(Recorded(self.path, body, streamed, time.time()))
-                if path == "/v1/messages/count_tokens":
-                    self._json(200, {"input_tokens": max(1, len(request_text(body)) // 4)})
-                    return
-                if path != "/v1/messages":
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
-                    return
-                reply = fake._reply_for(body)
-                message_id = f"msg_fake_{next(fake.ids)}"
-                model = str(body.get("model") or "claude-fake")
-                if streamed:
-                    self._stream(reply, message_id, model)
-                else:
-                    self._json(200, _message(reply, message_id, model))
-
-            def _stream(self, reply: Reply, message_id: str, model: str) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("request-id", f"req_fake_{next(fake.ids)}")
-                self.send_header("connection", "close")
-                self.end_headers()
-                events = _events(reply, message_id, model)
-                if reply.break_stream:
-                    events = [events[0], ("error", {"type": "error", "error": {"type": "overloaded_error",
-                                                                                 "message": "Overloaded (scripted)"}})]  # fmt: skip
-                for event, data in events:
-                    self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-                    self.wfile.flush()
-                self.close_connection = True
-
-        return Handler
+    def answer(self, handler: Handler, path: str, body: dict[str, Any]) -> None:
+        request_id = {"request-id": f"req_fake_{next(self.ids)}"}
+        if path == "/v1/messages/count_tokens":
+            handler.send_json(200, {"input_tokens": max(1, len(request_text(body)) // 4)}, request_id)
+            return
+        if path != "/v1/messages":
+            handler.send_json(404, self.not_found(handler.path), request_id)
+            return
+        reply = self._reply_for(body)
+        message_id = f"msg_fake_{next(self.ids)}"
+        model = str(body.get("model") or "claude-fake")
+        if not self.is_streamed(path, body):
+            handler.send_json(200, _message(reply, message_id, model), request_id)
+            return
+        handler.start_events({"cache-control": "no-cache", **request_id})
+        events = _events(reply, message_id, model)
+        if reply.break_stream:
+            events = [events[0], ("error", {"type": "error", "error": {"type": "overloaded_error",
+                                                                         "message": "Overloaded (scripted)"}})]  # fmt: skip
+        for event, data in events:
+            handler.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
+            handler.wfile.flush()
 
 
 def _usage() -> dict[str, int]:

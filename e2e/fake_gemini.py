@@ -10,12 +10,13 @@ is recorded. ``script(body) -> Reply | None`` decides each answer: text, or a
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from fake_http import FakeServer, Handler, Recorded
+
+__all__ = ["FakeGemini", "Recorded", "Reply", "last_user_text", "request_text"]
 
 DEFAULT_TEXT = "OK from the fake Gemini."
 
@@ -25,14 +26,6 @@ class Reply:
     text: str = DEFAULT_TEXT
     function_name: str | None = None
     function_args: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Recorded:
-    path: str
-    body: dict[str, Any]
-    streamed: bool
-    at: float
 
 
 def request_text(body: dict[str, Any]) -> str:
@@ -47,86 +40,37 @@ def last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
-class FakeGemini:
+class FakeGemini(FakeServer):
+    name = "fake-gemini"
+
     def __init__(self, script: Callable[[dict[str, Any]], Reply | None] | None = None) -> None:
+        super().__init__()
         self.script = script
-        self.requests: list[Recorded] = []
-        self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="fake-gemini", daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> FakeGemini:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
     def generations(self) -> list[Recorded]:
-        with self.lock:
-            return [r for r in self.requests if "GenerateContent" in r.path or "generateContent" in r.path]
+        return self.recorded(lambda path: "GenerateContent" in path or "generateContent" in path)
 
-    def reset(self) -> None:
-        with self.lock:
-            self.requests.clear()
+    def is_streamed(self, path: str, body: dict[str, Any]) -> bool:
+        return ":streamGenerateContent" in path
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    def not_found(self, path: str) -> dict[str, Any]:
+        return {"error": {"code": 404, "message": path, "status": "NOT_FOUND"}}
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-            def _json(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._json(404, {"error": {"code": 404, "message": self.path, "status": "NOT_FOUND"}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body = json.loads(raw or b"{}")
-                except ValueError:
-                    body = {"_unparsed": raw.decode(errors="replace")}
-                streamed = ":streamGenerateContent" in self.path
-                with fake.lock:
-                    fake.requests.append(Recorded(self.path, body, streamed, time.time()))
-                if ":countTokens" in self.path:
-                    self._json(200, {"totalTokens": max(1, len(request_text(body)) // 4)})
-                    return
-                if ":generateContent" not in self.path and not streamed:
-                    self._json(404, {"error": {"code": 404, "message": self.path, "status": "NOT_FOUND"}})
-                    return
-                reply = (fake.script(body) if fake.script else None) or Reply()
-                payload = _response(reply)
-                if not streamed:
-                    self._json(200, payload)
-                    return
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
-                self.end_headers()
-                self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\r\n\r\n")
-                self.wfile.flush()
-                self.close_connection = True
-
-        return Handler
+    def answer(self, handler: Handler, path: str, body: dict[str, Any]) -> None:
+        streamed = self.is_streamed(path, body)
+        if ":countTokens" in path:
+            handler.send_json(200, {"totalTokens": max(1, len(request_text(body)) // 4)})
+            return
+        if ":generateContent" not in path and not streamed:
+            handler.send_json(404, self.not_found(handler.path))
+            return
+        payload = _response((self.script(body) if self.script else None) or Reply())
+        if not streamed:
+            handler.send_json(200, payload)
+            return
+        handler.start_events()
+        handler.wfile.write(b"data: " + json.dumps(payload).encode() + b"\r\n\r\n")
+        handler.wfile.flush()
 
 
 def _response(reply: Reply) -> dict[str, Any]:

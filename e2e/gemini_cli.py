@@ -25,10 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,11 +40,11 @@ from common import (
     SESSION_BLOCK,
     TOOL_PROMPT,
     TRIVIAL_PROMPT,
-    Failed,
     Run,
     check,
     node_path,
     npm_install,
+    run_e2e,
 )
 from fake_gemini import FakeGemini, Recorded, Reply, last_user_text, request_text
 
@@ -183,29 +181,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     options = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="lore-e2e-gemini-"))
-    prefix = Path(os.environ["LORE_E2E_NPM_PREFIX_GEMINI"]) if os.environ.get("LORE_E2E_NPM_PREFIX_GEMINI") else root / "npm"
-    run: GeminiRun | None = None
-    try:
+
+    def start(root: Path, prefix: Path) -> GeminiRun:
         os.environ["PATH"] = node_path(prefix)  # the CLI runs on Node.js 20+
-        run = GeminiRun(root, npm_install(prefix, PACKAGE, "gemini", GEMINI_VERSION, scripts=False))
+        return GeminiRun(root, npm_install(prefix, PACKAGE, "gemini", GEMINI_VERSION, scripts=False))
+
+    def body(run: GeminiRun) -> None:
         ids = run.seed()
         print(f"PASS  set-up: {install(run)}", flush=True)
         with FakeGemini(script) as api:
             scenarios(run, api, ids)
         if run.figures:
             print("figures:", json.dumps(run.figures), flush=True)
-    except Failed as failure:
-        print(f"FAIL  {failure}", flush=True)
-        return 1
-    finally:
-        if run is not None:
-            run.stop_helpers()
-        if options.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
-    return run.summary()
+
+    return run_e2e("gemini", "LORE_E2E_NPM_PREFIX_GEMINI", start, body, options.keep)
 
 
 if __name__ == "__main__":
