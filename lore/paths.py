@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
+
+try:  # the same SHA-1 without hashlib, whose OpenSSL binding cost the hook ~3 ms to import
+    from _sha1 import sha1
+except ImportError:  # pragma: no cover - a Python built without its own SHA-1
+    from hashlib import sha1
 
 APP_NAME = "lore"
 
@@ -72,7 +76,7 @@ def resolve_index_dir(data_dir: Path, option: str | Path | None = None) -> Path:
     raw = option or os.environ.get("LORE_INDEX_DIR")
     if raw:
         return Path(raw).expanduser().absolute()
-    digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:12]
+    digest = sha1(str(data_dir.resolve()).encode()).hexdigest()[:12]
     return cache_dir() / "indexes" / f"{data_dir.name or 'root'}-{digest}"
 
 
@@ -103,5 +107,5 @@ class Locations:
     def access_log(self) -> Path:
         # Reinforcement history is neither source of truth (it would churn git diffs)
         # nor disposable index (a rebuild must not forget it): it lives in the state dir.
-        digest = hashlib.sha1(str(self.data_dir.resolve()).encode()).hexdigest()[:12]
+        digest = sha1(str(self.data_dir.resolve()).encode()).hexdigest()[:12]
         return state_dir() / "access" / f"{self.data_dir.name or 'root'}-{digest}.jsonl"

@@ -8,12 +8,16 @@ Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
 import sys
 import time
+
+try:  # the same SHA-1 without hashlib, whose OpenSSL binding cost the hook ~3 ms to import
+    from _sha1 import sha1
+except ImportError:  # pragma: no cover - a Python built without its own SHA-1
+    from hashlib import sha1
 
 # The prompt hook imports this module for ask_server(); keep its imports cheap.
 TYPE_CHECKING = False
@@ -36,7 +40,7 @@ SPAWN_RETRY_S = 10.0
 
 
 def _key(index_dir: Path) -> str:
-    return hashlib.sha1(str(index_dir.absolute()).encode()).hexdigest()[:12]
+    return sha1(str(index_dir.absolute()).encode()).hexdigest()[:12]
 
 
 def server_paths(index_dir: Path) -> dict[str, Path]:

@@ -36,7 +36,7 @@ from lore.index import bm25, lexical
 from lore.index import graph as graph_index
 from lore.index.freshness import changed_sources, source_manifest
 from lore.index.layout import GenerationMeta, file_sizes
-from lore.index.table import Table, doc_of, embedding_text, lexical_fields, record_hash
+from lore.index.table import Table, doc_of, embedding_text, lexical_fields, read_dead, record_hash
 from lore.store.fileio import atomic_write
 from lore.store.layout import DECISIONS, FAILURES, OBSERVATIONS, SIGNALS
 
@@ -67,13 +67,6 @@ def delta_names(revision: int) -> dict[str, str]:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:24]
-
-
-def read_dead(path: Path) -> list[int]:
-    rows = orjson.loads(path.read_bytes())
-    if not isinstance(rows, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in rows):
-        raise ValueError(f"{path.name}: not a list of row numbers")
-    return rows
 
 
 def _appended_records(path: Path, relative: str, data: bytes, start: int) -> list[Record] | None:

@@ -18,7 +18,6 @@ Nothing here imports numpy or whoosh: the prompt hook reads the layout.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -190,6 +189,8 @@ def file_sizes(directory: Path, names: dict[str, str]) -> dict[str, int]:
 
 
 def file_digest(path: Path) -> str:
+    import hashlib  # the build's: OpenSSL's binding cost the cold hook ~3 ms to import
+
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lore.errors import IndexUnavailableError
 from lore.index import graph as graph_index
 from lore.index.layout import DAMAGED, GenerationMeta, still_live
-from lore.index.table import IndexFileError, Table, describe
+from lore.index.table import IndexFileError, Table, describe, read_dead
 
 if TYPE_CHECKING:
     from lore.index import bm25, lexical
@@ -74,18 +74,21 @@ class IndexReader:
                     raise self._damaged(str(name), exc) from exc
                 if actual != size:
                     raise self._damaged(str(name), IndexFileError(str(name), f"{actual} bytes, {size} expected"))
+            self._table = None  # loaded again while checking: the docs files are checked as it loads
             table = self.table
-            base_docs = self.directory / self.meta.files["docs"]
-            self._load(self.meta.files["docs"], lambda: Table.load(self.directory / self.meta.files["table"], base_docs).check_docs()
-                       if self.has_delta else table.check_docs())  # fmt: skip
             _ = self.bm25, self.adjacency
             if self.has_vectors:
                 _ = self.vectors
-            from lore.index import lexical  # (bm25 too) loaded when used: the hook's cold path reads neither
+            if self.reads_lexical:
+                from lore.index import lexical  # (bm25 too) loaded when used
 
-            self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
+                self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
         finally:
             self._checking = False
+
+    # Whether searches through this reader may open Whoosh (quoted phrases), so ``load``
+    # checks the head of its table of contents too (its files' sizes are checked anyway).
+    reads_lexical = True
 
     def _load(self, file: str, loader: Callable[[], T]) -> T:
         try:
@@ -125,8 +128,6 @@ class IndexReader:
         if self._dead is None:
             self._dead = []
             if self.has_delta:
-                from lore.index.delta import read_dead
-
                 name = self.meta.files["delta_dead"]
                 self._dead = self._load(name, lambda: read_dead(self.directory / name))
         return self._dead
@@ -137,6 +138,10 @@ class IndexReader:
             files = self.meta.files
             table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
                                                                   self.directory / files["docs"]))  # fmt: skip
+            if self._checking:
+                # Before any merge: the base docs file is checked against the base offsets
+                # (loading the base table a second time for it cost the cold hook ~8 ms at 10k).
+                self._load(files["docs"], table.check_docs)
             if self.has_delta:
                 delta = self._load(files["delta_table"], lambda: Table.load(self.directory / files["delta_table"],
                                                                             self.directory / files["delta_docs"]))  # fmt: skip

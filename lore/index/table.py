@@ -6,7 +6,6 @@ each record's text lives in a JSONL file read by offset only for shown results.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,8 @@ def describe(exc: BaseException, limit: int = 120) -> str:
 
 
 def record_hash(record: Record) -> str:
+    import hashlib  # the build's: OpenSSL's binding cost the cold hook ~3 ms to import
+
     return hashlib.sha256(orjson.dumps(record.raw, option=orjson.OPT_SORT_KEYS) + record.kind.encode()).hexdigest()[:20]
 
 
@@ -254,6 +255,14 @@ class Table:
         if len(lines) != len(self.ids):
             raise ValueError(f"{self.docs_path}: {len(lines)} docs for {len(self.ids)} rows")
         return lines
+
+
+def read_dead(path: Path) -> list[int]:
+    """A delta segment's retired base rows (here, not in ``delta``: the hook's cold reader must not import the writer)."""
+    rows = orjson.loads(path.read_bytes())
+    if not isinstance(rows, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in rows):
+        raise ValueError(f"{path.name}: not a list of row numbers")
+    return rows
 
 
 TAG_SEPARATOR = "\x1f"  # ASCII unit separator (replaced by a space inside a tag, should one contain it)
