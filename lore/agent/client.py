@@ -69,6 +69,13 @@ def auto_start_enabled(server: bool | None) -> bool:
 
 def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> str | None:
     """Send a request to the running helper; None when none answers in time (the caller works in-process)."""
+    reply = ask_server_reply(request, deadline, index_dir)
+    text = reply.get("text") if reply is not None else None
+    return text if isinstance(text, str) else None
+
+
+def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> dict[str, Any] | None:
+    """The helper's whole reply to ``request`` when it says ``ok``; None when none answers in time, or it declines."""
     index_dir = index_dir or _current_index_dir()
     paths = server_paths(index_dir)
     if not paths["socket"].exists():
@@ -96,8 +103,7 @@ def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None 
         return None
     if not isinstance(reply, dict) or not reply.get("ok"):
         return None
-    text = reply.get("text")
-    return text if isinstance(text, str) else None
+    return reply
 
 
 def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,

@@ -442,7 +442,7 @@ def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
         reader = session.reader
         if request.get("op") == "ping":
             reply = {"ok": True, "text": "pong"}
-        elif request.get("op") not in ("context", "session"):
+        elif request.get("op") not in ("context", "session", "cli"):
             reply = {"ok": False, "error": "unknown op"}
         elif request.get("data_dir") is not None and not _same_dir(request["data_dir"], data_dir):
             reply = {"ok": False, "error": f"this helper serves {data_dir}"}
@@ -456,6 +456,11 @@ def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
             project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)
             reply = {"ok": True, "text": session_start_text(session.locations, str(project),
                                                             int(request.get("budget", 1500)))}  # fmt: skip
+        elif request.get("op") == "cli":
+            # `lore search` / `lore context` from a terminal (lore.agent.remote): the CLI's output.
+            from lore.agent.remote import answer
+
+            reply = answer(session, request)
         elif reader is None or reader.meta.data_dir != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:

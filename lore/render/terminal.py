@@ -17,7 +17,10 @@ KIND_STYLE = {
 }  # fmt: skip
 
 
-def console(stderr: bool = False) -> Any:
+def console(stderr: bool = False, *, file: Any = None, tty: bool | None = None,
+            environ: dict[str, str] | None = None) -> Any:
+    """A rich console for stdout (or stderr); ``file``, ``tty`` and ``environ`` let the warm helper
+    render into a buffer exactly what the asking ``lore`` process would have printed itself."""
     from rich.console import Console
 
     class _Console(Console):
@@ -27,8 +30,15 @@ def console(stderr: bool = False) -> Any:
             raise BrokenPipeError
 
     # Piped output keeps each line whole (grep, head, less -S); a terminal wraps to its width.
-    tty = (sys.stderr if stderr else sys.stdout).isatty()
-    return _Console(stderr=stderr, highlight=False, soft_wrap=not tty, width=None if tty else 100)
+    if tty is None:
+        tty = (sys.stderr if stderr else sys.stdout).isatty()
+    if file is None:
+        return _Console(stderr=stderr, highlight=False, soft_wrap=not tty, width=None if tty else 100)
+    width = None
+    if tty and environ is not None and environ.get("LORE_TERMINAL_WIDTH", "").isdigit():
+        width = int(environ["LORE_TERMINAL_WIDTH"])
+    return _Console(file=file, highlight=False, soft_wrap=not tty, width=width if tty else 100,
+                    force_terminal=tty, _environ=environ)  # fmt: skip
 
 
 def _snippet(content: str, terms: set[str], width: int = 220) -> str:
@@ -61,7 +71,8 @@ def _highlight(text: str, terms: set[str]) -> Any:
     return rendered
 
 
-def render_search(response: SearchResponse, *, explain: bool = False, now: float | None = None) -> None:
+def render_search(response: SearchResponse, *, explain: bool = False, now: float | None = None,
+                  out: Any = None, err: Any = None) -> None:
     from datetime import UTC, datetime
 
     from rich.text import Text
@@ -69,10 +80,10 @@ def render_search(response: SearchResponse, *, explain: bool = False, now: float
     from lore.index.analysis import terms as query_terms
     from lore.rank.query import content_words
 
-    out = console()
+    out = out if out is not None else console()
     now_dt = datetime.fromtimestamp(now if now is not None else time.time(), UTC)
     for warning in response.warnings:
-        console(stderr=True).print(f"Warning: {warning}", markup=False)
+        (err if err is not None else console(stderr=True)).print(f"Warning: {warning}", markup=False)
     if response.gap.gap:
         out.print(GAP_LINE, style="bold yellow", markup=False)
     if not response.hits:

@@ -1,0 +1,123 @@
+"""`lore search` / `lore context` answered by a running warm helper: the same bytes the CLI prints.
+
+Real processes: the helper is a real ``lore server`` and each command a real ``python -m lore``;
+the same command with ``LORE_SERVER=off`` is the CLI answering itself. Waits poll.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from lore.agent import client
+from lore.agent.remote import parse
+from lore.index.manager import IndexManager
+from lore.paths import Locations
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+QUERY = "how do we retry failed stripe charges"
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["search", "q"], {"command": "search", "query": "q"}),
+    (["search", "q w", "--json", "-n", "3"], {"command": "search", "query": "q w", "json": True, "limit": 3}),
+    (["--data-dir", "d", "-P", "p", "search", "--explain", "q"],
+     {"data_dir": "d", "project": "p", "command": "search", "query": "q", "explain": True}),
+    (["context", "q", "--format", "json", "--max-items", "2", "--budget-tokens", "40", "--gap-line"],
+     {"command": "context", "query": "q", "format": "json", "max_items": 2, "budget_tokens": 40, "gap_line": True}),
+])  # fmt: skip
+def test_the_common_forms_go_to_the_helper(args: list[str], expected: dict[str, object]) -> None:
+    assert parse(args) == expected
+
+
+@pytest.mark.parametrize("args", [
+    ["search"], ["search", " "], ["search", "a", "b"], ["search", "q", "--type", "decision"], ["search", "q", "-n", "0"],
+    ["search", "q", "-n", "x"], ["search", "q", "--limit"], ["context", "q", "--format", "html"], ["list"],
+    ["--debug", "search", "q"], ["search", "q", "--channels", "bm25"],
+])  # fmt: skip
+def test_anything_else_is_left_to_the_cli(args: list[str]) -> None:
+    assert parse(args) is None
+
+
+def lore(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})  # fmt: skip
+
+
+def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, index_dir) != "pong":
+        if time.monotonic() > end:
+            pytest.fail("the helper did not answer a ping")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Locations]:
+    shutil.copytree(PROJECT_ROOT / "data", data_dir)
+    locations = Locations.resolve(data_dir)
+    IndexManager(locations).build()
+    monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
+    started = lore("server", "start", "--idle", "120")
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_for_helper(locations.index_dir)
+        yield locations
+    finally:
+        lore("server", "stop")
+
+
+def answered_by_helper(locations: Locations) -> int:
+    status = client.read_status(locations.index_dir)
+    return int(status.get("requests", 0)) if status else 0
+
+
+def forget_access(locations: Locations) -> None:
+    # Reinforcement reads the access log: each search changes the next one's scores. Both
+    # sides must start from the same (empty) history to be compared byte for byte.
+    locations.access_log.unlink(missing_ok=True)
+
+
+def test_search_through_the_helper_prints_what_the_cli_prints(helper: Locations) -> None:
+    remote = lore("search", QUERY)
+    forget_access(helper)
+    local = lore("search", QUERY, env={"LORE_SERVER": "off"})
+    assert remote.returncode == local.returncode == 0, remote.stderr + local.stderr
+    assert "dec-" in remote.stdout
+    assert remote.stdout == local.stdout and remote.stderr == local.stderr
+
+
+def test_search_json_and_context_through_the_helper(helper: Locations) -> None:
+    before = answered_by_helper(helper)
+    forget_access(helper)
+    remote = orjson.loads(lore("search", QUERY, "--json", "-n", "5").stdout)
+    forget_access(helper)
+    local = orjson.loads(lore("search", QUERY, "--json", "-n", "5", env={"LORE_SERVER": "off"}).stdout)
+    assert [(h["id"], h["score"]) for h in remote["results"]] == [(h["id"], h["score"]) for h in local["results"]]
+    assert len(remote["results"]) == 5
+    forget_access(helper)
+    remote_block = lore("context", QUERY, "--format", "compact")
+    forget_access(helper)
+    local_block = lore("context", QUERY, "--format", "compact", env={"LORE_SERVER": "off"})
+    assert remote_block.stdout == local_block.stdout and "<lore-memory" not in remote_block.stdout
+    assert remote_block.stdout.strip()
+    assert answered_by_helper(helper) >= before + 2  # the two remote commands were the helper's
+
+
+def test_a_record_written_after_the_helper_loaded_is_found(helper: Locations) -> None:
+    added = lore("remember", "Stripe charge retries stop after the zanzibar threshold of attempts",
+                 "--rationale", "zanzibar zanzibar")  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    # The helper's index is behind the files: it declines, and the CLI refreshes and answers.
+    found = lore("search", "zanzibar threshold", "--json")
+    assert found.returncode == 0, found.stderr
+    assert any("zanzibar" in h["title"].lower() for h in orjson.loads(found.stdout)["results"])
