@@ -1,12 +1,11 @@
 """`lore search` / `lore context` answered by a running warm helper: the same bytes the CLI prints.
 
 Real processes: the helper is a real ``lore server`` and each command a real ``python -m lore``;
-the same command with ``LORE_SERVER=off`` is the CLI answering itself. Waits poll.
+the CLI answering itself is the same command through the typer app in process. Waits poll.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -47,9 +46,8 @@ def test_anything_else_is_left_to_the_cli(args: list[str]) -> None:
     assert parse(args) is None
 
 
-def lore(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})  # fmt: skip
+def lore(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120)
 
 
 def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
@@ -81,36 +79,47 @@ def answered_by_helper(locations: Locations) -> int:
     return int(status.get("requests", 0)) if status else 0
 
 
+def wait_until_answered(locations: Locations, count: int, timeout: float = 30.0) -> None:
+    """The helper counts a request in its status file just after replying: poll for it."""
+    end = time.monotonic() + timeout
+    while answered_by_helper(locations) < count:
+        if time.monotonic() > end:
+            pytest.fail(f"the helper answered {answered_by_helper(locations)} requests, {count} expected")
+        time.sleep(0.02)
+
+
 def forget_access(locations: Locations) -> None:
     # Reinforcement reads the access log: each search changes the next one's scores. Both
     # sides must start from the same (empty) history to be compared byte for byte.
     locations.access_log.unlink(missing_ok=True)
 
 
-def test_search_through_the_helper_prints_what_the_cli_prints(helper: Locations) -> None:
+def test_search_through_the_helper_prints_what_the_cli_prints(helper: Locations, cli) -> None:  # type: ignore[no-untyped-def]
+    before = answered_by_helper(helper)
     remote = lore("search", QUERY)
+    wait_until_answered(helper, before + 1)
     forget_access(helper)
-    local = lore("search", QUERY, env={"LORE_SERVER": "off"})
-    assert remote.returncode == local.returncode == 0, remote.stderr + local.stderr
+    local = cli("search", QUERY)
+    assert remote.returncode == local.exit_code == 0, remote.stderr
     assert "dec-" in remote.stdout
     assert remote.stdout == local.stdout and remote.stderr == local.stderr
 
 
-def test_search_json_and_context_through_the_helper(helper: Locations) -> None:
+def test_search_json_and_context_through_the_helper(helper: Locations, cli) -> None:  # type: ignore[no-untyped-def]
     before = answered_by_helper(helper)
     forget_access(helper)
     remote = orjson.loads(lore("search", QUERY, "--json", "-n", "5").stdout)
     forget_access(helper)
-    local = orjson.loads(lore("search", QUERY, "--json", "-n", "5", env={"LORE_SERVER": "off"}).stdout)
+    local = orjson.loads(cli("search", QUERY, "--json", "-n", "5").stdout)
     assert [(h["id"], h["score"]) for h in remote["results"]] == [(h["id"], h["score"]) for h in local["results"]]
     assert len(remote["results"]) == 5
     forget_access(helper)
     remote_block = lore("context", QUERY, "--format", "compact")
     forget_access(helper)
-    local_block = lore("context", QUERY, "--format", "compact", env={"LORE_SERVER": "off"})
+    local_block = cli("context", QUERY, "--format", "compact")
     assert remote_block.stdout == local_block.stdout and "<lore-memory" not in remote_block.stdout
     assert remote_block.stdout.strip()
-    assert answered_by_helper(helper) >= before + 2  # the two remote commands were the helper's
+    wait_until_answered(helper, before + 2)  # the two remote commands were the helper's
 
 
 def test_a_record_written_after_the_helper_loaded_is_found(helper: Locations) -> None:

@@ -8,8 +8,8 @@ forms of the two commands (``lore [--data-dir D] [--index-dir I] [-P P] search Q
 [--budget-tokens N] [--gap-line]``); the helper runs the very search and renderer the
 CLI runs and sends back the bytes the CLI would have printed (rich renders into a
 buffer with the asking terminal's width and environment). Anything else, no helper,
-``LORE_SERVER=off``, or a helper whose index is behind the data files (the CLI then
-refreshes it first): the full CLI answers, as before.
+or a helper whose index is behind the data files (the CLI then refreshes it first):
+the full CLI answers, as before.
 
 The client side (``run_remote``) imports only the standard library and ``lore.paths``;
 the helper side (``answer``) imports what the CLI would.
@@ -83,10 +83,8 @@ def run_remote(args: list[str]) -> int | None:
     if request is None:
         return None
     try:
-        from lore.settings import Settings
-
-        if Settings.from_env().server is False:  # LORE_SERVER=off: no helper, for anything
-            return None
+        # As the prompt hook: a running helper is asked whatever LORE_SERVER says (the
+        # variable decides whether the hooks start one, not whether one is used).
         from lore.paths import Locations
 
         locations = Locations.resolve(request.pop("data_dir", None), request.pop("index_dir", None))

@@ -162,6 +162,10 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
                     sample = run_once([*lore, "hook", "prompt"], env, cwd, hook_event(query, cwd))
                     if i > 0:
                         samples.setdefault("lore hook prompt (warm helper)", []).append(sample)
+                    # A terminal search asks the running helper too (lore.agent.remote).
+                    sample = run_once([*lore, "search", query, "--json"], {**env, "LORE_SERVER": ""}, cwd)
+                    if i > 0:
+                        samples.setdefault("lore search --json (warm helper)", []).append(sample)
             finally:
                 subprocess.run([*lore, "server", "stop"], env=env, cwd=cwd, capture_output=True, check=False, timeout=60)
         else:
