@@ -163,7 +163,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
                     if i > 0:
                         samples.setdefault("lore hook prompt (warm helper)", []).append(sample)
                     # A terminal search asks the running helper too (lore.agent.remote).
-                    sample = run_once([*lore, "search", query, "--json"], {**env, "LORE_SERVER": ""}, cwd)
+                    sample = run_once([*lore, "search", query, "--json"], env, cwd)
                     if i > 0:
                         samples.setdefault("lore search --json (warm helper)", []).append(sample)
             finally:
