@@ -93,6 +93,8 @@ log_user_prompt = false
 [features]
 plugins = false
 """
+OFFLINE_SIGNS = ("error sending request for url", "Could not resolve host", "failed to lookup address",
+                 "dns error")  # fmt: skip
 CODEX_ENV = {KEY_ENV: "fake", "NO_COLOR": "1", "RUST_LOG": "warn"}
 
 
@@ -244,7 +246,10 @@ def scenarios(run: CodexRun, api: FakeOpenAI, ids: dict[str, str]) -> None:
         text = request_text(main_request(api, PROMPT).body)
         check("lore-memory" not in text, "an untrusted hook's context reached the model")
         check("hook: UserPromptSubmit" not in done.stderr, "Codex ran an untrusted hook")
-        return "answered; no hook ran, nothing injected"
+        # The machine may have no network: a request Codex tried beyond the fake shows up in its log.
+        tried = [line for line in done.stderr.splitlines() if any(s in line for s in OFFLINE_SIGNS)]
+        check(not tried, f"Codex tried to reach the network: {tried[:3]}")
+        return "answered; no hook ran, nothing injected; no request beyond 127.0.0.1 in Codex's log"
 
     def prompt_gets_context() -> str:
         api.reset()
