@@ -75,7 +75,7 @@ model = "{model}"
 model_provider = "{provider}"
 check_for_update_on_startup = false
 web_search = "disabled"
-mcp_optional_startup_grace_ms = 5000  # lore mcp starts in ~1 s
+mcp_optional_startup_grace_ms = 5000  # lore mcp starts in ~1 s (docs say 3000; room for a busy CI machine)
 
 [model_providers.{provider}]
 name = "Local fake Responses API"
