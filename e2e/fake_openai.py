@@ -7,10 +7,11 @@ with ``output_text``, or a ``function_call``), a ``response.output_text.delta``
 for the text, then ``response.completed`` with the response id and usage (Codex
 treats a stream that closes without ``response.completed`` as an error). A
 request without ``"stream": true`` gets the same response as one JSON object.
-``GET /v1/models`` lists the one model; anything else is a 404. Every POST body
-is recorded, and every GET path too (``gets``), so a test can show the client
-talked to nothing else. ``script(body) -> Reply | None`` decides each answer.
-Standard library only.
+Any other path is a 404. Every POST body is recorded, and the path of every GET
+(``gets``; Codex 0.169 sends none to a custom provider). ``script(body) -> Reply
+| None`` decides each answer: text, a ``function_call`` (with the ``namespace``
+Codex gives MCP tools) or a client-executed ``tool_search_call``. Standard
+library only.
 """
 
 from __future__ import annotations
@@ -69,8 +70,6 @@ class FakeOpenAI(FakeServer):
     def not_found(self, path: str) -> dict[str, Any]:
         with self.lock:
             self.gets.append(path)
-        if path.split("?")[0].endswith("/models"):
-            return {"object": "list", "data": []}
         return {"error": {"message": f"no route {path}", "type": "invalid_request_error", "code": "not_found"}}
 
     def answer(self, handler: Handler, path: str, body: dict[str, Any]) -> None:
