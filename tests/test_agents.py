@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lore.agent.agents import RULE_MARKER
+from lore.agent.agents import CODEX_MCP_ENV_VARS, RULE_MARKER
 from lore.agent.hook import CURSOR_NOTE
 
 CODEX_CONFIG = """# my Codex settings
@@ -96,11 +96,44 @@ def test_codex_hooks_json_and_mcp_in_config_toml(cli, lore_exe: str) -> None:  #
     config = installed[".codex/config.toml"].decode()
     assert config.startswith(CODEX_CONFIG)  # comments, order and the other server kept as written
     parsed = tomllib.loads(config)
-    assert parsed["mcp_servers"]["lore"] == {"command": lore_exe, "args": ["mcp"]}
+    assert parsed["mcp_servers"]["lore"] == {"command": lore_exe, "args": ["mcp"], "env_vars": list(CODEX_MCP_ENV_VARS)}
     assert parsed["mcp_servers"]["github"] == {"command": "gh-mcp", "args": ["--read-only"]}
     assert tomllib.loads(uninstalled[".codex/config.toml"].decode()) == tomllib.loads(original.decode())
     assert uninstalled[".codex/config.toml"].decode().startswith("# my Codex settings\nmodel = \"o3\"  # the one I like")
     assert json.loads(uninstalled[".codex/hooks.json"]) == {}
+
+
+def test_codex_mcp_server_gets_the_store_environment(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    """Codex starts MCP servers with HOME, PATH and a few others only, unlike its hooks.
+
+    Seen with the real Codex CLI 0.169 (e2e/codex_cli.py): with LORE_DATA_DIR set,
+    the hooks read that store while `lore mcp` warned that ~/.local/share/lore did
+    not exist. `env_vars` makes Codex forward the variables that choose the store;
+    the user's own entries stay first, and an older lore entry gains them on install.
+    """
+    home = Path.home()
+    assert cli("hook", "install", "--agent", "codex").exit_code == 0
+    config = home / ".codex" / "config.toml"
+    env_vars = tomllib.loads(config.read_text())["mcp_servers"]["lore"]["env_vars"]
+    assert {"LORE_DATA_DIR", "LORE_INDEX_DIR", "XDG_DATA_HOME"} <= set(env_vars)
+
+    write(config, f'[mcp_servers.lore]\ncommand = "{lore_exe}"\nargs = ["mcp"]\nenv_vars = ["MY_TOKEN", "LORE_DATA_DIR"]\n')
+    result = cli("hook", "install", "--agent", "codex")
+    assert result.exit_code == 0 and "updated" in result.stdout, result.output
+    merged = tomllib.loads(config.read_text())["mcp_servers"]["lore"]["env_vars"]
+    assert merged[:2] == ["MY_TOKEN", "LORE_DATA_DIR"] and merged.count("LORE_DATA_DIR") == 1
+    assert set(merged) == {"MY_TOKEN", *CODEX_MCP_ENV_VARS}
+    before = config.read_bytes()
+    assert "nothing changed" in cli("hook", "install", "--agent", "codex").stdout and config.read_bytes() == before
+
+
+def test_codex_install_says_how_to_trust_the_hooks(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    """Codex skips untrusted hooks without a word, in `codex exec` too: the install says what to do."""
+    result = cli("hook", "install", "--agent", "codex")
+    assert result.exit_code == 0
+    assert "/hooks" in result.stderr and "--dangerously-bypass-hook-trust" in result.stderr
+    assert "mcp_optional_startup_grace_ms" in result.stderr
+    assert "hooks" not in tomllib.loads((Path.home() / ".codex" / "config.toml").read_text())  # nothing trusted by lore
 
 
 def test_codex_home_and_project_scope(cli, lore_exe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

@@ -6,8 +6,10 @@ one offers, from its documentation, is in docs/agents.md):
 * **Codex CLI** (``~/.codex/hooks.json``, ``<repo>/.codex/hooks.json``): Claude Code's
   hooks shape and output (``hookSpecificOutput.additionalContext`` on
   ``UserPromptSubmit`` and ``SessionStart``), timeouts in seconds. The MCP server goes
-  into ``config.toml`` as ``[mcp_servers.lore]``. Codex runs a hook only once the user
-  has reviewed and trusted it (``/hooks``); lore never marks its own hooks trusted.
+  into ``config.toml`` as ``[mcp_servers.lore]``, with ``env_vars`` naming the
+  variables that choose lore's store (Codex starts MCP servers with a minimal
+  environment). Codex runs a hook only once the user has reviewed and trusted it
+  (``/hooks``); lore never marks its own hooks trusted.
 * **Gemini CLI** (``~/.gemini/settings.json``, ``<repo>/.gemini/settings.json``): the
   same matcher-group shape under ``hooks``, events ``BeforeAgent`` (the prompt hook),
   ``SessionStart``, ``PreCompress``, ``SessionEnd``, timeouts in milliseconds, a
@@ -52,6 +54,14 @@ from lore.errors import DataError, UsageError
 from lore.store.fileio import atomic_write
 
 MCP_NAME = "lore"
+
+# Codex starts an MCP server with a minimal environment (HOME, PATH, USER, LANG, ...
+# and not the rest of the parent's), while its hooks inherit it all: without these,
+# `lore mcp` under Codex would read another store than lore's hooks whenever the
+# store is chosen by the environment. ``env_vars`` names variables Codex forwards
+# when they are set.
+CODEX_MCP_ENV_VARS = ("LORE_DATA_DIR", "LORE_INDEX_DIR", "LORE_CACHE_DIR", "LORE_STATE_DIR", "LORE_SERVER",
+                      "LORE_ACTOR", "LORE_EMBED_MODEL", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME")  # fmt: skip
 
 # What lore's hook prints for each agent and hook: (stdout shape, event name).
 Shape = Literal["hook-specific", "cursor"]
@@ -320,16 +330,31 @@ def _toml_changes(path: Path, command_prefix: str | None) -> tuple[Any, bytes | 
         table = tomlkit.table()
         table["command"] = wanted["command"]
         table["args"] = wanted["args"]
+        table["env_vars"] = list(CODEX_MCP_ENV_VARS)
         servers[MCP_NAME] = table
         return document, raw, [Change("mcp_servers.lore", "added", _shown(wanted))]
     if not is_lore_mcp(plain):
         raise DataError(f"mcp_servers.{MCP_NAME} exists and does not run `lore mcp`", path=path,
                         hint="rename or remove it, then install again; lore did not change the file")  # fmt: skip
-    if plain.get("command") == wanted["command"] and plain.get("args") == wanted["args"]:
+    env_vars = _merged_env_vars(plain.get("env_vars"), path)
+    if (plain.get("command") == wanted["command"] and plain.get("args") == wanted["args"]
+            and plain.get("env_vars") == env_vars):  # fmt: skip
         return document, raw, [Change("mcp_servers.lore", "unchanged", _shown(wanted))]
     current["command"] = wanted["command"]
     current["args"] = wanted["args"]
+    current["env_vars"] = env_vars
     return document, raw, [Change("mcp_servers.lore", "updated", _shown(wanted), _shown(plain))]
+
+
+def _merged_env_vars(existing: object, path: Path) -> list[Any]:
+    """The user's own ``env_vars`` entries first, then lore's that are missing."""
+    if existing is None:
+        return list(CODEX_MCP_ENV_VARS)
+    if not isinstance(existing, list):
+        raise DataError("mcp_servers.lore.env_vars must be a list", path=path, field="mcp_servers.lore.env_vars",
+                        hint="lore did not change the file")  # fmt: skip
+    names = {e if isinstance(e, str) else e.get("name") if isinstance(e, dict) else None for e in existing}
+    return [*existing, *(name for name in CODEX_MCP_ENV_VARS if name not in names)]
 
 
 def _shown(entry: dict[str, Any]) -> str:
@@ -475,8 +500,14 @@ def uninstall(agent: str, *, scope: str = "user", cwd: Path | None = None, dry_r
 def after_install_notes(agent: str) -> list[str]:
     """What the user still has to do or know, per agent."""
     if agent == "codex":
-        return ["Codex runs a new hook only after you review and trust it: open Codex and run /hooks.",
-                "MCP: `lore mcp` is registered as server `lore` (tools mcp__lore__search, ...)."]  # fmt: skip
+        return ["Codex runs a hook only after you have reviewed and trusted it, and skips an untrusted one "
+                "silently (`codex exec` too): open Codex, run /hooks and trust lore's four hooks. "
+                "lore does not trust them for you. Automation that vets its hooks itself can run "
+                "`codex exec --dangerously-bypass-hook-trust` instead.",
+                "MCP: `lore mcp` is registered as server `lore`; Codex offers its tools through tool search. "
+                "It starts in about a second, Codex's default wait for optional servers "
+                "(`mcp_optional_startup_grace_ms = 1000`): if a session's first turn lacks lore's tools, "
+                "raise it in config.toml (3000 is enough)."]  # fmt: skip
     if agent == "gemini":
         return ["Gemini CLI reads the hooks at start: restart it; /hooks panel lists them.",
                 "MCP: `lore mcp` is registered as server `lore`."]  # fmt: skip
