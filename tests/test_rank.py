@@ -624,6 +624,18 @@ def test_access_log_compacts_past_its_size_cap_and_skips_damaged_lines(tmp_path,
     assert access.load_stats(path) == {"a": (2, 7.0), "b": (1, 7.0), "c": (10, 109.0)}
 
 
+def test_a_busy_access_log_stays_small_enough_to_read_on_every_prompt(tmp_path) -> None:
+    from lore.rank import access
+
+    path = tmp_path / "access.jsonl"
+    for n in range(2000):  # two thousand prompts, each with a long question
+        access.record_access(path, "why did we " + "pick this design " * 17, [f"dec-{n % 40:04d}", "dec-x"], 1000.0 + n)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) <= 400 and path.stat().st_size <= access.MAX_BYTES + 1000
+    stats = access.load_stats(path)
+    assert stats["dec-x"] == (2000, 2999.0) and stats["dec-0000"] == (50, 2960.0)
+
+
 def test_ages_never_use_m_for_minutes_beside_mo_for_months() -> None:
     from datetime import UTC, datetime, timedelta
 
