@@ -38,6 +38,8 @@ SUMMARY_PREFIX = "Summary: "
 
 @dataclass
 class ContextItem:
+    """One memory as a context block renders it."""
+
     id: str
     kind: str
     text: str
@@ -52,6 +54,8 @@ class ContextItem:
 
 @dataclass
 class ContextBlock:
+    """The agent-ready block of memories for one query, within its budget."""
+
     query: str
     items: list[ContextItem]
     evidence_gap: bool

@@ -30,9 +30,8 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import cast
+from typing import NamedTuple, cast
 
 __all__ = ["KINDS", "Finding", "ScrubResult", "scrub", "shannon_entropy"]
 
@@ -86,8 +85,7 @@ KINDS: Mapping[str, str] = MappingProxyType(
 _PRIORITY = {kind: i for i, kind in enumerate(KINDS)}
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One redacted span: ``text[start:end]`` of the input was of ``kind``."""
 
     kind: str
@@ -95,8 +93,7 @@ class Finding:
     end: int
 
 
-@dataclass(frozen=True)
-class ScrubResult:
+class ScrubResult(NamedTuple):
     """The scrubbed text and what was removed from it (sorted by ``start``)."""
 
     text: str

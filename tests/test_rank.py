@@ -164,7 +164,7 @@ def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence
 
 
 def _factor(stage_name: str, candidate: Candidate, ctx: QueryContext) -> float | None:
-    (scored,) = apply_stages([candidate], replace(ctx, disabled=frozenset(
+    (scored,) = apply_stages([candidate], ctx._replace(disabled=frozenset(
         n for n in ("status", "decay", "reinforcement", "project", "intent", "type", "coverage")
         if n != stage_name)))  # fmt: skip
     return scored.factors.get(stage_name)

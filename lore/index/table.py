@@ -109,6 +109,8 @@ def doc_of(record: Record) -> dict[str, Any]:
 
 @dataclass
 class Table:
+    """The index's per-row columns (one list per field) and where each row's doc line starts."""
+
     ids: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     projects: list[str | None] = field(default_factory=list)

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from lore.rank.stages import Candidate
 
 
-@dataclass(frozen=True)
-class GapSettings:
+class GapSettings(NamedTuple):
     # The floor and the unknown-word share together flag the most unanswerable dev
     # questions (mean over the known-item, memory and demo sets: 39%) while flagging
     # at most 5% of the answerable ones on each set (0%, 4.8%, 2.2%).
@@ -60,8 +59,7 @@ class GapSettings:
     lexical_min_z: float = 2.5
 
 
-@dataclass(frozen=True)
-class GapVerdict:
+class GapVerdict(NamedTuple):
     gap: bool
     z_score: float
     top_relevance: float

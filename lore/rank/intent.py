@@ -9,9 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 
@@ -84,8 +83,7 @@ TYPE_PREFERENCES: dict[str, dict[str, float]] = {
 INTENTS = tuple(SEED_PHRASES)
 
 
-@dataclass(frozen=True)
-class IntentResult:
+class IntentResult(NamedTuple):
     intent: str
     similarity: float
     margin: float

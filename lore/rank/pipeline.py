@@ -31,6 +31,8 @@ GRAPH_SEEDS = 5
 
 @dataclass(frozen=True)
 class SearchOptions:
+    """What to search for and how (frozen: a search never writes to its options)."""
+
     limit: int = 10
     retrieval_limit: int = 30
     types: frozenset[str] | None = None
@@ -82,6 +84,8 @@ class SearchOptions:
 
 @dataclass
 class SearchResponse:
+    """The ranked hits of one search, the evidence-gap verdict, and how it got there."""
+
     query: str
     hits: list[Candidate]
     gap: GapVerdict

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _MARKUP = re.compile(
     r"```.*?```|`([^`]*)`|<[^>\n]{1,200}>|!\[[^\]]*\]\([^)]*\)|\[([^\]]*)\]\([^)]*\)"
@@ -18,8 +18,7 @@ STOPWORDS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class ScrubbedQuery:
+class ScrubbedQuery(NamedTuple):
     text: str
     redactions: tuple[str, ...]
 
