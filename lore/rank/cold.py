@@ -77,7 +77,7 @@ def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
     t = lap("filter", t)
     query_terms = analysis.unique_terms(query)
     scores = reader.bm25.scores(query_terms)
-    lexical = _Sparse((row, score) for row, score in scores.items() if allowed is None or allowed[row])
+    lexical = _Sparse(scores if allowed is None else {row: score for row, score in scores.items() if allowed[row]})
     kept = [(table.ids[row], score) for row, score in best_rows(lexical, opts.retrieval_limit)]
     if len(kept) < MIN_CANDIDATES:
         # The lexical gap rule cannot call a match a standout among fewer than three
