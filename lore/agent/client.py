@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sys
 import time
 
@@ -84,6 +83,8 @@ def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path |
     if remaining <= 0.01:
         return None
     try:
+        import socket  # (with selectors: ~2 ms) only when a helper's socket is there to ask
+
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
             client.settimeout(remaining)
             client.connect(str(paths["socket"]))
