@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from lore.rank.fusion import RELEVANCE_SHARPNESS
 from lore.rank.pipeline import SearchResponse
@@ -36,9 +36,8 @@ MIN_SHARE_OF_TOP = 0.35
 SUMMARY_PREFIX = "Summary: "
 
 
-@dataclass
-class ContextItem:
-    """One memory as a context block renders it."""
+class ContextItem(NamedTuple):
+    """One memory as a context block renders it (a NamedTuple: the hook's cold path creates this class on every prompt)."""
 
     id: str
     kind: str
@@ -126,7 +125,7 @@ def render_items(items: list[ContextItem], budget: int, fmt: str, *, fenced: boo
             break
         line = _line(item, short, fmt)
         lines.append(line)
-        kept.append(replace(item, text=short, shortened=True))
+        kept.append(item._replace(text=short, shortened=True))
         used += len(line) + 1
         break
     if not lines:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -158,8 +157,7 @@ class Adjacency:
         return found
 
 
-@dataclass
-class Neighbourhood:
+class Neighbourhood(NamedTuple):
     """A record, the records within some hops of it, and every edge among them."""
 
     centre: str
