@@ -288,10 +288,8 @@ class Lore:
         if unknown:
             raise UsageError(f"unknown search option {unknown[0]!r}", hint="options: " + ", ".join(sorted(SEARCH_OPTIONS)))
         require_data_dir(self.data_dir)
-        from dataclasses import replace
-
         opts = search_options(**options, current_project=self.project)
-        opts = replace(opts, retrieval_limit=max(opts.retrieval_limit, opts.limit))
+        opts = opts._replace(retrieval_limit=max(opts.retrieval_limit, opts.limit))
         if self._session is None:
             self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
         return search(self._session, query, opts, policy=self.settings.index_refresh, log_access=log_access)

@@ -6,7 +6,7 @@ The CLI, the hook, the warm helper and the MCP server all call ``search``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from lore.errors import ModelError, UsageError
@@ -103,7 +103,7 @@ def search(
     if session.access is None:
         session.access = access_log.load_stats(session.locations.access_log)
     if use_llm and session.llm_cmd and options.hyde_text is None and "hyde" in options.channels:
-        options = replace(options, hyde_text=llm_pseudo_answer(scrubbed.text, session.llm_cmd))
+        options = options._replace(hyde_text=llm_pseudo_answer(scrubbed.text, session.llm_cmd))
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
                    centroids=(lambda: session.get_centroids(reader)) if options.adaptive else None)  # fmt: skip
     response.hits = [with_text(reader, hit) for hit in response.hits]

@@ -20,7 +20,6 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +184,7 @@ def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS,
                     gaps[qid] = bool(response.gap.gap)
                 else:
                     opts = custom if custom is not None else options_for(name, evalset.now)
-                    response = searcher.query(text, replace(opts, now=evalset.now))
+                    response = searcher.query(text, opts._replace(now=evalset.now))
                     ids = [h.id for h in response.hits]
                     gaps[qid] = bool(response.gap.gap)
                 times.append((time.perf_counter() - t) * 1000)

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ class Searcher:
     def query(self, text: str, options: Any) -> Any:
         from lore.search import search
 
-        response = search(self.session, text, replace(options, hyde_text=None), log_access=False, use_llm=False)
+        response = search(self.session, text, options._replace(hyde_text=None), log_access=False, use_llm=False)
         return response
 
     def close(self) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lore.errors import ModelError
 from lore.index import analysis
@@ -29,9 +30,12 @@ CHANNELS = ("bm25", "vector", "hyde", "graph")
 GRAPH_SEEDS = 5
 
 
-@dataclass(frozen=True)
-class SearchOptions:
-    """What to search for and how (frozen: a search never writes to its options)."""
+class SearchOptions(NamedTuple):
+    """What to search for and how (immutable: a search never writes to its options; ``_replace`` makes a copy).
+
+    A NamedTuple rather than a frozen dataclass: the prompt hook's cold path builds this
+    class on every prompt, and a dataclass of 30 fields costs ~1.5 ms to create.
+    """
 
     limit: int = 10
     retrieval_limit: int = 30
@@ -56,9 +60,9 @@ class SearchOptions:
     diversity: bool = False
     mmr_lambda: float = 0.7
     disabled_stages: frozenset[str] = frozenset()
-    stage_settings: StageSettings = field(default_factory=StageSettings)
-    gap_settings: GapSettings = field(default_factory=GapSettings)
-    relation_weights: Mapping[str, float] = field(default_factory=lambda: dict(traverse.RELATION_WEIGHTS))
+    stage_settings: StageSettings = StageSettings()
+    gap_settings: GapSettings = GapSettings()
+    relation_weights: Mapping[str, float] = MappingProxyType(dict(traverse.RELATION_WEIGHTS))
     now: float | None = None
     deadline: float | None = None  # time.monotonic() by which to stop adding channels
     hyde_text: str | None = None  # a pseudo-answer from LORE_LLM_CMD, replacing the template
