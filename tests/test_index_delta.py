@@ -123,3 +123,60 @@ def test_a_damaged_delta_file_is_detected_and_rebuilt(data_dir: Path, cli) -> No
     assert "pgbouncer" in result.stdout.lower()
     rebuilt = mgr.read_meta()
     assert rebuilt is not None and "delta_table" not in rebuilt[1].files
+
+
+def test_each_append_leaves_only_its_own_and_the_previous_revisions_delta_files(data_dir: Path) -> None:
+    # Before, every appended record left six delta files behind until the next fold.
+    store = seed(data_dir, 12)
+    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr.build()
+    previous = None
+    for i in range(5):
+        capture.remember(store, f"Adopt pgbouncer transaction mode {i}", project="p", options=PLAIN)
+        assert mgr.build().delta
+        directory, meta = mgr.read_meta()  # type: ignore[misc]
+        wanted = {n for n in meta.files.values() if n.startswith("delta-")}
+        if previous is not None:
+            wanted |= {n for n in previous.files.values() if n.startswith("delta-")}
+        assert {p.name for p in directory.glob("delta-*")} == wanted
+        previous = meta
+    assert mgr.check(directory, meta) is None
+    assert meta.records == 17
+
+
+def test_a_refresh_killed_after_whoosh_committed_is_repaired_and_new_documents_are_never_doubled(data_dir: Path) -> None:
+    """Whoosh commits before meta.json: a killed refresh leaves a document the index does not list.
+
+    The next ``lore index`` finds Whoosh's count off and rebuilds. ``lexical.update`` adds a
+    new record's document without looking for an older one only when Whoosh's count is the
+    caller's: otherwise (as here, were it called) it replaces it rather than doubling it.
+    """
+    from lore.index import delta, lexical
+
+    store = seed(data_dir, 12)
+    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr.build()
+    record = capture.remember(store, "Adopt zeppelin transaction mode", project="p", options=PLAIN).record
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert delta.append(data_dir, directory, meta) is not None  # killed before its commit
+    assert mgr.read_meta()[1] == meta  # type: ignore[index]
+
+    def documents() -> tuple[int, int]:
+        searcher = lexical.LexicalSearcher(directory / "lexical")
+        try:
+            return searcher.doc_count, len(searcher.matching(["zeppelin"]) or ())
+        finally:
+            searcher.close()
+
+    assert documents() == (13, 1)
+    doc = lexical.LexicalDoc(record.id, "Adopt zeppelin transaction mode", "", "", "")
+    lexical.update(directory / "lexical", [doc], [], new_ids={record.id}, documents=12)  # the index's count: 12
+    assert documents() == (13, 1)  # replaced, not added twice
+    assert mgr.build().mode == "full"  # 13 documents for 12 records: rebuilt, as before
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert mgr.check(directory, meta, deep=True) is None and meta.records == 13
+    capture.remember(store, "Adopt zeppelin session mode", project="p", options=PLAIN)
+    assert mgr.build().delta
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert mgr.check(directory, meta, deep=True) is None
+    assert documents() == (14, 2)

@@ -65,10 +65,6 @@ def delta_names(revision: int) -> dict[str, str]:
     }
 
 
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:24]
-
-
 def read_dead(path: Path) -> list[int]:
     rows = orjson.loads(path.read_bytes())
     if not isinstance(rows, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in rows):
@@ -136,8 +132,13 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[Gener
         old_size = meta.sources[relative][0]
         if len(content) <= old_size or (old_size and content[old_size - 1 : old_size] != b"\n"):
             return None  # not an append of whole lines
-        if _digest(content[:old_size]) != meta.digests.get(relative):
+        # One pass over the file: the old prefix's digest, then the same hash carried on to the
+        # end (three passes before: 8 ms each at 10k records, 12 MB; 40 ms each at 50k).
+        view = memoryview(content)
+        hashed = hashlib.sha256(view[:old_size])
+        if hashed.hexdigest()[:24] != meta.digests.get(relative):
             return None  # something before the old end changed
+        hashed.update(view[old_size:])
         records = _appended_records(path, relative, content, old_size)
         if records is None:
             return None
@@ -145,7 +146,7 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[Gener
         # What was read, stamped with the mtime from before the read: a write after it moves
         # the mtime, so the next freshness check sees it.
         manifest[relative] = [len(content), stat.st_mtime_ns]
-        digests[relative] = _digest(content)
+        digests[relative] = hashed.hexdigest()[:24]
     latest: dict[str, Record] = {}
     for record in appended:  # later lines win, as in ``Store.load``
         latest.pop(record.id, None)
@@ -227,7 +228,11 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[Gener
     for record in fresh:
         fields = record.fields()
         upserts.append(lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"]))
-    lexical.update(directory / "lexical", upserts, [])
+    # Records new to the index are added without Whoosh's look-up of an older version (which opens
+    # every segment: 6-30 ms a refresh), unless Whoosh holds a document the index does not (a
+    # refresh killed after Whoosh's commit and before meta.json's): then each is replaced.
+    new_ids = {r.id for r in fresh if r.id not in base_rows and r.id not in delta_rows}
+    lexical.update(directory / "lexical", upserts, [], new_ids=new_ids, documents=len(base_rows) + len(delta_rows))
 
     all_names = {key: name for key, name in files.items() if key not in DELTA_KEYS} | names
     merged_kinds = [kind for row, kind in enumerate(base.kinds) if row not in new_dead] + table.kinds
@@ -249,7 +254,19 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[Gener
     return new_meta, report
 
 
-def commit(directory: Path, meta: GenerationMeta) -> None:
+def commit(directory: Path, meta: GenerationMeta, previous: GenerationMeta) -> None:
+    """Write ``meta.json`` (the commit point), then delete the delta files of older revisions.
+
+    The previous revision's files stay for a reader that opened it a moment ago (as after a
+    full refresh); before, every append left its six files behind until the next fold.
+    """
+    import contextlib
+
     from lore.index.layout import META
 
     atomic_write(directory / META, meta.to_json())
+    keep = {*meta.files.values(), *previous.files.values()}
+    for child in directory.glob("delta-*"):
+        if child.name not in keep:
+            with contextlib.suppress(OSError):
+                child.unlink()

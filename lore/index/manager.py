@@ -169,7 +169,7 @@ class IndexManager:
                 elif not full:
                     appended = delta.append(self.data_dir, directory, meta)
                     if appended is not None:
-                        delta.commit(directory, appended[0])
+                        delta.commit(directory, appended[0], meta)
                         appended[1].embeddings = appended[0].embeddings
                         appended[1].seconds = time.perf_counter() - started
                         return appended[1]
