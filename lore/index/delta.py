@@ -36,12 +36,13 @@ from lore.index import bm25, lexical
 from lore.index import graph as graph_index
 from lore.index.freshness import changed_sources, source_manifest
 from lore.index.layout import GenerationMeta, file_sizes
-from lore.index.table import Table, doc_of, embedding_text, lexical_fields, record_hash
+from lore.index.table import COLUMNS, Table, doc_of, embedding_text, lexical_fields, record_hash
 from lore.store.fileio import atomic_write
 from lore.store.layout import DECISIONS, FAILURES, OBSERVATIONS, SIGNALS
 
 if TYPE_CHECKING:
     from lore.index.build import BuildReport
+    from lore.index.reader import IndexReader
     from lore.store.records import Record
 
 # The JSONL record files and the kind of their records (``Store.load``'s order and kinds).
@@ -82,9 +83,10 @@ def _appended_records(path: Path, relative: str, data: bytes, start: int) -> lis
     from lore.store.validate import check_record
 
     kind = JSONL_KINDS[relative]
-    first = data.count(b"\n", 0, start) + 1
     records: list[Record] = []
-    for number, line in enumerate(data[start:].split(b"\n"), start=first):
+    # No line numbers: counting the prefix's newlines cost 8 ms at 10k records (40 ms at 50k),
+    # and nothing the index writes uses them (``Record.line`` stays None, "unknown").
+    for line in bytes(memoryview(data)[start:]).split(b"\n"):
         stripped = line.strip()
         if not stripped:
             continue
@@ -97,7 +99,7 @@ def _appended_records(path: Path, relative: str, data: bytes, start: int) -> lis
         record_id = raw.get("id")
         if not isinstance(record_id, str) or not record_id.strip() or check_record(kind, raw):
             return None
-        records.append(Record(kind=kind, id=record_id, raw=raw, source=path, line=number))
+        records.append(Record(kind=kind, id=record_id, raw=raw, source=path))
     return records
 
 
@@ -107,10 +109,39 @@ def _implicit(adjacency: graph_index.Adjacency, record_id: str) -> bool:
     return out or any(e.implicit and e.relation == "supersedes" for e in adjacency.into.get(record_id, []))
 
 
-def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[GenerationMeta, BuildReport] | None:
+def _segments_of(reader: IndexReader, directory: Path) -> tuple[list[str | None], list[str | None], Table, list[int]]:
+    """The base's ids and kinds by base row (None for a retired row), the delta table and the dead rows, from a loaded reader.
+
+    The reader the manager's check loaded already holds the merged table: reading the base
+    table again cost 11 ms at 10k records (about 50 ms at 50k).
+    """
+    merged = reader.table
+    dead = list(reader.dead_rows)
+    if not reader.has_delta:
+        return list[str | None](merged.ids), list[str | None](merged.kinds), Table(), dead
+    start = merged.delta_start
+    size = start + len(dead)
+    retired = set(dead)
+    live = [row for row in range(size) if row not in retired]
+    if len(live) != start:
+        raise ValueError("the merged table does not match its dead rows")
+    ids: list[str | None] = [None] * size
+    kinds: list[str | None] = [None] * size
+    for position, row in enumerate(live):
+        ids[row] = merged.ids[position]
+        kinds[row] = merged.kinds[position]
+    delta = Table(**{name: getattr(merged, name)[start:] for name in COLUMNS})
+    delta.docs_path = directory / reader.meta.files["delta_docs"]
+    return ids, kinds, delta, dead
+
+
+def append(data_dir: Path, directory: Path, meta: GenerationMeta,
+           reader: IndexReader | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
     """Write a delta segment for records appended since ``meta``; None when the full refresh is needed.
 
-    Returns the new meta (not yet committed: the caller writes ``meta.json``) and the report.
+    ``reader``: the generation's reader, loaded (by the manager's check), whose parts are used
+    instead of reading them again. Returns the new meta (not yet committed: the caller writes
+    ``meta.json``) and the report.
     """
     from lore.index.build import BuildReport
 
@@ -154,31 +185,36 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[Gener
     if not latest:
         return None
     files = meta.files
+    has_delta = "delta_table" in files
     try:
-        base = Table.load(directory / files["table"], directory / files["docs"])
-        has_delta = "delta_table" in files
-        delta = Table.load(directory / files["delta_table"], directory / files["delta_docs"]) if has_delta else Table()
-        dead = read_dead(directory / files["delta_dead"]) if has_delta else []
-        adjacency = graph_index.Adjacency.load_file(directory / files["graph"])
+        if reader is not None:
+            base_ids, base_kinds, delta, dead = _segments_of(reader, directory)
+            adjacency = reader.adjacency
+        else:
+            base = Table.load(directory / files["table"], directory / files["docs"])
+            base_ids, base_kinds = list[str | None](base.ids), list[str | None](base.kinds)
+            delta = Table.load(directory / files["delta_table"], directory / files["delta_docs"]) if has_delta else Table()
+            dead = read_dead(directory / files["delta_dead"]) if has_delta else []
+            adjacency = graph_index.Adjacency.load_file(directory / files["graph"])
         dangling = graph_index.load_dangling(directory / files["graph"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
     if dangling is None:
         return None
     retired = set(dead)
-    base_rows = {rid: row for row, rid in enumerate(base.ids) if row not in retired}
+    base_rows = {rid: row for row, rid in enumerate(base_ids) if rid is not None and row not in retired}
     delta_rows = {rid: row for row, rid in enumerate(delta.ids)}
     for record in latest.values():
         if graph_index.implicit_edges([record]) or record.id in dangling:
             return None  # the graph would change: the full refresh rebuilds it
         row = base_rows.get(record.id)
-        known_kind = base.kinds[row] if row is not None else delta.kinds[delta_rows[record.id]] if record.id in delta_rows else None
+        known_kind = base_kinds[row] if row is not None else delta.kinds[delta_rows[record.id]] if record.id in delta_rows else None
         if known_kind is not None and (known_kind != record.kind or record.kind == "observation" or _implicit(adjacency, record.id)):
             return None
     updated_base = [base_rows[rid] for rid in latest if rid in base_rows]
     kept_delta = [row for row, rid in enumerate(delta.ids) if rid not in latest]
     total_delta = len(kept_delta) + len(latest)
-    if total_delta + len(dead) + len(updated_base) > max(DELTA_MIN_LIMIT, DELTA_SHARE_LIMIT * len(base)):
+    if total_delta + len(dead) + len(updated_base) > max(DELTA_MIN_LIMIT, DELTA_SHARE_LIMIT * len(base_ids)):
         return None  # fold the delta into the base
 
     revision = meta.revision + 1
@@ -235,7 +271,8 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta) -> tuple[Gener
     lexical.update(directory / "lexical", upserts, [], new_ids=new_ids, documents=len(base_rows) + len(delta_rows))
 
     all_names = {key: name for key, name in files.items() if key not in DELTA_KEYS} | names
-    merged_kinds = [kind for row, kind in enumerate(base.kinds) if row not in new_dead] + table.kinds
+    gone = set(new_dead)
+    merged_kinds = [kind for row, kind in enumerate(base_kinds) if row not in gone and kind is not None] + table.kinds
     counts: dict[str, int] = {}
     for kind in merged_kinds:
         counts[kind] = counts.get(kind, 0) + 1
