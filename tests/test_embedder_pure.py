@@ -85,7 +85,10 @@ def test_the_pure_tokenizer_gives_the_rust_ids_for_the_repository_texts(rust, pu
     expected = [encoding.ids for encoding in rust.encode_batch_fast(texts, add_special_tokens=False)]
     assert sum(len(ids) == LIMIT for ids in expected) > 10  # texts cut at the token limit are in
     for text, ids in zip(texts, expected, strict=True):
-        assert pure.token_ids(text, LIMIT) == ids, text[:200]
+        if any(token in text for token in ("<unk>", "<s>", "</s>")):
+            assert pure.token_ids(text, LIMIT) is None  # left to tokenizers (docs/index.md names `<s>`)
+        else:
+            assert pure.token_ids(text, LIMIT) == ids, text[:200]
 
 
 @settings(max_examples=300, deadline=None)
@@ -131,7 +134,7 @@ def test_texts_with_an_added_token_or_a_lone_surrogate_go_to_the_rust_tokenizer(
 
 
 def test_the_query_encoder_makes_the_same_vectors_with_either_tokenizer() -> None:
-    texts = repository_texts()[:400] + AWKWARD
+    texts = [t for t in repository_texts() if "<s>" not in t][:400] + AWKWARD
     light = QueryEncoder(BUNDLED_MODEL_DIR)
     rust_only = QueryEncoder(BUNDLED_MODEL_DIR)
     rust_only.PURE_CHARACTERS = -1  # every text through tokenizers
