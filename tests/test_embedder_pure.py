@@ -136,10 +136,11 @@ def test_texts_with_an_added_token_or_a_lone_surrogate_go_to_the_rust_tokenizer(
 def test_the_query_encoder_makes_the_same_vectors_with_either_tokenizer() -> None:
     texts = [t for t in repository_texts() if "<s>" not in t][:400] + AWKWARD
     light = QueryEncoder(BUNDLED_MODEL_DIR)
+    light.PURE_CHARACTERS = 10**9  # every text through PureBpe
     rust_only = QueryEncoder(BUNDLED_MODEL_DIR)
     rust_only.PURE_CHARACTERS = -1  # every text through tokenizers
     by_pure = np.concatenate([light.encode(texts[i : i + 8]) for i in range(0, len(texts), 8)])
-    assert light._tokenizer is None  # never loaded: every batch of 8 stayed under the limit
+    assert light._tokenizer is None  # never loaded
     by_rust = rust_only.encode(texts)
     assert np.array_equal(by_pure, by_rust)
     assert light.median_token_length == rust_only.median_token_length  # the vocabulary is the same too
@@ -158,3 +159,19 @@ def test_a_tokenizer_of_another_shape_is_left_to_tokenizers(tmp_path: Path) -> N
 def test_the_configured_encoder_uses_the_pure_tokenizer_for_the_bundled_model() -> None:
     encoder = get_query_encoder(str(BUNDLED_MODEL_DIR))
     assert isinstance(encoder, QueryEncoder) and encoder.pure is not None
+
+
+def test_the_rust_tokenizer_takes_over_once_a_process_has_tokenized_its_worth_of_characters() -> None:
+    encoder = QueryEncoder(BUNDLED_MODEL_DIR)
+    text = "retry the payment call with exponential backoff and jitter " * 5  # 300 characters
+    first = encoder.encode([text])
+    assert encoder._tokenizer is None and encoder._pure_characters == len(text)
+    for _ in range(encoder.PURE_CHARACTERS // len(text) - 1):
+        encoder.encode([text])
+    assert encoder._tokenizer is None  # exactly at the budget
+    last = encoder.encode([text])
+    assert encoder._tokenizer is not None  # past it: loaded, and used from now on
+    assert np.array_equal(first, last)
+    big = QueryEncoder(BUNDLED_MODEL_DIR)
+    big.encode([text] * (big.PURE_CHARACTERS // len(text) + 1))  # one call past the budget goes to tokenizers
+    assert big._tokenizer is not None and big._pure_characters == 0
