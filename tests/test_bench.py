@@ -117,15 +117,19 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     assert "total" in stages
     inc = indexing.incremental(data_dir, index_dir, 1, raws[0]["timestamp"])
     assert inc["modes"] == ["incremental"]
+    process = indexing.whole_process(data_dir, index_dir, isolated / "process", 1, raws[0]["timestamp"])
+    assert process["noop_seconds_p50"] > process["python_seconds_p50"] > 0 and process["refresh_seconds_p50"] > 0
+    assert abs(process["beyond_noop_seconds_p50"] - (process["refresh_seconds_p50"] - process["noop_seconds_p50"])) < 0.002
 
-    entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc}, "latency": timed, "stages": stages}
+    entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc, "process": process}, "latency": timed,
+             "stages": stages}  # fmt: skip
     per_size = {60: entry, 120: entry}
     scale = runner.scale_curve(per_size)
     assert scale["full build"]["growth_exponent"] is not None
     results = {"machine": corpora.machine_info(), "sizes": {"60": entry}, "scale": scale, "harness_seconds": {}}
     buffer = io.StringIO()
-    report.render(results, Console(file=buffer, width=140))
-    assert "Indexing" in buffer.getvalue()
+    report.render(results, Console(file=buffer, width=260))
+    assert "Indexing" in buffer.getvalue() and "process: beyond no-op s" in buffer.getvalue()
     orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS)
 
 

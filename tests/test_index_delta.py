@@ -61,12 +61,17 @@ def test_appended_records_rank_exactly_as_in_a_full_rebuild(data_dir: Path, tmp_
         handle.write(orjson.dumps(first) + b"\n")
     report = mgr.build()
     assert (report.mode, report.delta, report.added, report.updated) == ("incremental", True, 0, 1)
+    # ...and one more new record over a delta that retires a base row
+    capture.remember(store, "New decision 46 about queues after the retired row", project="p",
+                     rationale="Because of incident 46", options=PLAIN)  # fmt: skip
+    report = mgr.build()
+    assert (report.mode, report.delta, report.added) == ("incremental", True, 1)
 
     found = mgr.read_meta()
     assert found is not None
     files = found[1].files
     assert all(files[k] == v for k, v in base_files.items() if k in ("table", "vectors", "bm25_rows", "docs"))
-    assert "delta_table" in files and found[1].records == 46
+    assert "delta_table" in files and found[1].records == 47
 
     rebuilt = Locations(data_dir, tmp_path / "rebuilt-index")
     assert IndexManager(rebuilt).build(rebuild=True).mode == "full"
@@ -84,7 +89,7 @@ def test_appended_records_rank_exactly_as_in_a_full_rebuild(data_dir: Path, tmp_
         assert delta_reader.bm25.idf_of(terms) == full_reader.bm25.idf_of(terms)
     probe = np.asarray(full_reader.vectors[5], dtype=np.float32)
     assert np.allclose(delta_reader.vectors @ probe, (full_reader.vectors @ probe)[order], atol=1e-6)
-    assert np.array_equal(delta_reader.vectors[[0, 45]], np.asarray(full_reader.vectors[[order[0], order[45]]]))
+    assert np.array_equal(delta_reader.vectors[[0, 46]], np.asarray(full_reader.vectors[[order[0], order[46]]]))
     assert delta_reader.table.doc(delta_reader.table.row(first["id"]))["title"].startswith("Decision 0 now says")
     delta_reader.close()
     full_reader.close()
@@ -123,3 +128,100 @@ def test_a_damaged_delta_file_is_detected_and_rebuilt(data_dir: Path, cli) -> No
     assert "pgbouncer" in result.stdout.lower()
     rebuilt = mgr.read_meta()
     assert rebuilt is not None and "delta_table" not in rebuilt[1].files
+
+
+def test_each_append_leaves_only_its_own_and_the_previous_revisions_delta_files(data_dir: Path) -> None:
+    # Before, every appended record left six delta files behind until the next fold.
+    store = seed(data_dir, 12)
+    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr.build()
+    previous = None
+    for i in range(5):
+        capture.remember(store, f"Adopt pgbouncer transaction mode {i}", project="p", options=PLAIN)
+        assert mgr.build().delta
+        directory, meta = mgr.read_meta()  # type: ignore[misc]
+        wanted = {n for n in meta.files.values() if n.startswith("delta-")}
+        if previous is not None:
+            wanted |= {n for n in previous.files.values() if n.startswith("delta-")}
+        assert {p.name for p in directory.glob("delta-*")} == wanted
+        previous = meta
+    assert mgr.check(directory, meta) is None
+    assert meta.records == 17
+
+
+def test_a_refresh_killed_after_whoosh_committed_is_repaired_and_new_documents_are_never_doubled(data_dir: Path) -> None:
+    """Whoosh commits before meta.json: a killed refresh leaves a document the index does not list.
+
+    The next ``lore index`` finds Whoosh's count off and rebuilds. ``lexical.update`` adds a
+    new record's document without looking for an older one only when Whoosh's count is the
+    caller's: otherwise (as here, were it called) it replaces it rather than doubling it.
+    """
+    from lore.index import delta, lexical
+
+    store = seed(data_dir, 12)
+    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr.build()
+    record = capture.remember(store, "Adopt zeppelin transaction mode", project="p", options=PLAIN).record
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert delta.append(data_dir, directory, meta) is not None  # killed before its commit
+    assert mgr.read_meta()[1] == meta  # type: ignore[index]
+
+    def documents() -> tuple[int, int]:
+        searcher = lexical.LexicalSearcher(directory / "lexical")
+        try:
+            return searcher.doc_count, len(searcher.matching(["zeppelin"]) or ())
+        finally:
+            searcher.close()
+
+    assert documents() == (13, 1)
+    doc = lexical.LexicalDoc(record.id, "Adopt zeppelin transaction mode", "", "", "")
+    lexical.update(directory / "lexical", [doc], [], new_ids={record.id}, documents=12)  # the index's count: 12
+    assert documents() == (13, 1)  # replaced, not added twice
+    assert mgr.build().mode == "full"  # 13 documents for 12 records: rebuilt, as before
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert mgr.check(directory, meta, deep=True) is None and meta.records == 13
+    capture.remember(store, "Adopt zeppelin session mode", project="p", options=PLAIN)
+    assert mgr.build().delta
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert mgr.check(directory, meta, deep=True) is None
+    assert documents() == (14, 2)
+
+
+def test_a_delta_refresh_writes_the_same_files_from_the_checked_reader_as_from_the_files(data_dir: Path) -> None:
+    """The manager hands ``delta.append`` the reader its check loaded; what it writes must not depend on that."""
+    from lore.index import delta
+    from lore.index.reader import IndexReader
+
+    store = seed(data_dir, 20)
+    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr.build()
+    capture.remember(store, "Adopt zeppelin transaction mode", project="p", options=PLAIN)
+    assert mgr.build().delta
+    decisions = data_dir / DECISIONS
+    second = orjson.loads(decisions.read_bytes().splitlines()[1])
+    second["decision"] = "Decision 1 now says: zeppelin for redis"
+    with decisions.open("ab") as handle:
+        handle.write(orjson.dumps(second) + b"\n")
+    assert mgr.build().delta  # the delta now retires base row 1
+    capture.remember(store, "Adopt zeppelin session mode", project="p", options=PLAIN)
+    sixth = orjson.loads(decisions.read_bytes().splitlines()[5])  # base row 5: after the retired row 1
+    sixth["decision"] = "Decision 5 now says: zeppelin for kafka"
+    with decisions.open("ab") as handle:
+        handle.write(orjson.dumps(sixth) + b"\n")
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    assert orjson.loads((directory / meta.files["delta_dead"]).read_bytes()) == [1]
+
+    reader = IndexReader(directory, meta)
+    reader.load(deep=True)  # before either run: the first one's Whoosh commit changes its files
+    written = {}
+    for use_reader in (False, True):
+        result = delta.append(data_dir, directory, meta, reader if use_reader else None)
+        assert result is not None
+        new_meta, report = result
+        names = {k: v for k, v in new_meta.files.items() if k.startswith("delta_")}
+        contents = {k: (directory / v).read_bytes() for k, v in names.items()}
+        written[use_reader] = (contents, new_meta.counts, new_meta.sources, new_meta.digests, report.added, report.records)
+    reader.close()
+    assert written[True] == written[False]
+    assert written[True][1] == {"decision": 22} and written[True][4] == 1
+    assert orjson.loads(written[True][0]["delta_dead"]) == [1, 5]

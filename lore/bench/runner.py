@@ -26,6 +26,7 @@ class BenchSettings:
     latency_runs: int = 15
     build_repeats_small: int = 3  # full builds at sizes <= 1,000 (one at larger sizes)
     incremental_repeats: int = 3
+    process_repeats: int = 7  # whole-process `lore index` pairs (no-op, one new record) per size
     stage_queries: int = 60
     first_prompt_rounds: int = 10
     soak_size: int = 10000
@@ -36,7 +37,7 @@ class BenchSettings:
 
     @classmethod
     def for_quick(cls, only: Sequence[str] = DEFAULT_SECTIONS) -> BenchSettings:
-        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5, build_repeats_small=1, incremental_repeats=1,
+        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5, build_repeats_small=1, incremental_repeats=1, process_repeats=3,
                    stage_queries=20, first_prompt_rounds=3, soak_size=1000, soak_prompts=200, soak_writes=20)  # fmt: skip
 
 
@@ -263,6 +264,9 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         entry["indexing"]["incremental"] = inc
         full_s, inc_s = entry["indexing"]["full"]["seconds_p50"], inc["seconds_p50"]
         entry["indexing"]["ratio_rebuild_to_incremental"] = round(full_s / inc_s, 2) if inc_s else None
+        progress(f"indexing {size}: whole-process lore index, no-op vs one new decision x{settings.process_repeats}")
+        entry["indexing"]["process"] = indexing.whole_process(data_dir, index_dir, work / f"size-{size}-process",
+                                                              settings.process_repeats, raws[0]["timestamp"])  # fmt: skip
 
 
 def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:

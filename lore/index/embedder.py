@@ -14,7 +14,7 @@ import os
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lore.errors import ModelError
 
@@ -165,18 +165,166 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
+# The one tokenizer shape ``PureBpe`` reproduces: a SentencePiece-style BPE as Hugging Face
+# ``tokenizers`` stores it (LLaMA's, the bundled model's), the whole text one word.
+_METASPACE = "\u2581"
+_PURE_NORMALIZER = {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": _METASPACE},
+                    {"type": "Replace", "pattern": {"String": " "}, "content": _METASPACE}]}  # fmt: skip
+
+
+class PureBpe:
+    """The bundled model's tokenizer in pure Python: the same ids as ``tokenizers`` without loading it.
+
+    Why: a ``lore index`` that embeds one new record paid 55-120 ms (2-core machine) for
+    ``Tokenizer.from_file`` alone, most of the refresh's cost beyond a no-op run. Reading
+    the vocabulary and the merges from ``tokenizer.json`` here costs ~35 ms; a short text
+    then tokenizes in about a millisecond (the Rust tokenizer stays the path for many texts).
+
+    It reproduces ``tokenizers``' BPE step for step (``models/bpe/word.rs``: a heap of
+    candidate merges by rank, then position; a popped merge is applied only if the pair at
+    its position still makes the same token; characters outside the vocabulary fall back to
+    their ``<0xXX>`` byte tokens, else a fused unknown token), after the normalizer
+    (a leading metaspace, spaces to metaspaces) and without a pre-tokenizer: the shape of
+    ``tokenizer.json`` is checked exactly (``load`` returns None for any other), and
+    ``encode`` returns None for a text it does not handle (one holding an added token such
+    as ``<s>``, or a lone surrogate): the caller uses ``tokenizers`` then.
+    ``tests/test_index.py`` checks the ids against ``tokenizers`` over the repository's texts.
+    """
+
+    def __init__(self, vocab: dict[str, int], ranks: dict[str, int], unk: str | None, byte_fallback: bool,
+                 fuse_unk: bool, added: list[str]) -> None:  # fmt: skip
+        self.vocab = vocab
+        self.ranks = ranks  # "left right" -> rank (the merges' order)
+        self.unk = unk if unk in vocab else None
+        self.byte_fallback = byte_fallback
+        self.fuse_unk = fuse_unk
+        self.added = added
+
+    @classmethod
+    def load(cls, path: Path) -> PureBpe | None:
+        """The tokenizer in ``path`` if it has the shape this class reproduces, else None."""
+        import orjson
+
+        try:
+            data = orjson.loads(path.read_bytes())
+            model = data["model"]
+            if (model.get("type") != "BPE" or model.get("dropout") is not None or model.get("ignore_merges")
+                    or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix")
+                    or data.get("normalizer") != _PURE_NORMALIZER or data.get("pre_tokenizer") is not None):  # fmt: skip
+                return None
+            vocab, merges = model["vocab"], model["merges"]
+            if not isinstance(vocab, dict) or not isinstance(merges, list):
+                return None
+            if merges and not isinstance(merges[0], str):  # the newer format: [left, right] pairs
+                merges = [" ".join(pair) for pair in merges]
+            if " ".join(merges).count(" ") != 2 * len(merges) - 1:  # every merge is "left right"
+                return None
+            added = [token["content"] for token in data.get("added_tokens") or []]
+            unk = model.get("unk_token")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        ranks = dict(zip(merges, range(len(merges)), strict=True))  # a repeated merge keeps its last rank, as in tokenizers
+        return cls(vocab, ranks, unk, bool(model.get("byte_fallback")), bool(model.get("fuse_unk")), added)
+
+    def token_ids(self, text: str, limit: int | None = None) -> list[int] | None:
+        """The ids ``Tokenizer.encode(text, add_special_tokens=False)`` gives (first ``limit``); None if not handled."""
+        if not text:
+            return []
+        normalized = _METASPACE + text.replace(" ", _METASPACE)
+        if any(token in text or token in normalized for token in self.added):
+            return None
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: tokenizers cannot take the text at all
+            return None
+        vocab = self.vocab
+        symbols: list[str] = []
+        unknown = False
+        for char in normalized:
+            if char in vocab:
+                symbols.append(char)
+                unknown = False
+                continue
+            if self.byte_fallback:
+                pieces = [f"<0x{byte:02X}>" for byte in char.encode("utf-8")]
+                if all(piece in vocab for piece in pieces):
+                    symbols.extend(pieces)
+                    unknown = False
+                    continue
+            if self.unk is None:
+                return None  # tokenizers raises here
+            if not (unknown and self.fuse_unk):
+                symbols.append(self.unk)
+            unknown = True
+        tokens = self._merge(symbols)
+        ids = [vocab[token] for token in tokens]
+        return ids if limit is None else ids[:limit]
+
+    def _merge(self, symbols: list[str]) -> list[str]:
+        import heapq
+
+        ranks = self.ranks
+        count = len(symbols)
+        nexts = list(range(1, count + 1))
+        prevs = list(range(-1, count - 1))
+        alive = [True] * count
+        heap: list[tuple[int, int, str]] = []
+        for pos in range(count - 1):
+            rank = ranks.get(symbols[pos] + " " + symbols[pos + 1])
+            if rank is not None:
+                heap.append((rank, pos, symbols[pos] + symbols[pos + 1]))
+        heapq.heapify(heap)
+        while heap:
+            _, pos, merged = heapq.heappop(heap)
+            if not alive[pos] or nexts[pos] >= count:
+                continue
+            right = nexts[pos]
+            left_symbol, right_symbol = symbols[pos], symbols[right]
+            # An entry whose pair no longer makes the same token has expired.
+            if left_symbol + right_symbol != merged or (left_symbol + " " + right_symbol) not in ranks:
+                continue
+            symbols[pos] = merged
+            alive[right] = False
+            nexts[pos] = nexts[right]
+            if nexts[right] < count:
+                prevs[nexts[right]] = pos
+            before = prevs[pos]
+            if before >= 0:
+                rank = ranks.get(symbols[before] + " " + merged)
+                if rank is not None:
+                    heapq.heappush(heap, (rank, before, symbols[before] + merged))
+            after = nexts[pos]
+            if after < count:
+                rank = ranks.get(merged + " " + symbols[after])
+                if rank is not None:
+                    heapq.heappush(heap, (rank, pos, merged + symbols[after]))
+        return [symbol for symbol, live in zip(symbols, alive, strict=True) if live]
+
+    def vocabulary(self) -> list[str]:
+        """Every token (``Tokenizer.get_vocab()``'s keys: the added tokens included)."""
+        return list(dict.fromkeys([*self.vocab, *self.added]))
+
+
 class QueryEncoder:
     """model2vec's mean-of-token-embeddings for a local model, without importing model2vec.
 
     Importing model2vec costs ~0.5 s on a small machine; a query needs only the
     tokenizer and a memory-mapped matrix. ``tests/test_index.py`` checks that it
     matches ``StaticModel.encode`` exactly.
+
+    The tokenizer: ``PureBpe`` for a few short texts (a query, the records of a refresh)
+    when the model's tokenizer has its shape, else the ``tokenizers`` one, loaded on first
+    use (55-120 ms). Both give the same ids, so the same vectors.
     """
+
+    # Past this many characters (in one process) the Rust tokenizer is worth its load: the pure
+    # one takes ~1 ms per 300 characters, so 20,000 cost about what ``Tokenizer.from_file`` does
+    # (55-120 ms). A full build encodes millions; a long-lived process (the warm helper) switches
+    # once its queries have added up to that, and then tokenizes each text ~20x faster.
+    PURE_CHARACTERS = 20_000
 
     def __init__(self, model_dir: Path) -> None:
         import json
-
-        from tokenizers import Tokenizer
 
         self.model_dir = model_dir
         tensors = _read_safetensors(model_dir / "model.safetensors")
@@ -188,13 +336,32 @@ class QueryEncoder:
         self.dim = int(self.embedding.shape[1])
         config = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").exists() else {}
         self.max_length = config.get("max_length", 512)
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        self.tokenizer.no_padding()
-        if self.max_length is not None:
-            self.tokenizer.enable_truncation(self.max_length)
-        unk = getattr(self.tokenizer.model, "unk_token", None)
-        self.unk_id = self.tokenizer.token_to_id(unk) if unk else None
+        self._tokenizer: Any = None
+        self.pure = PureBpe.load(model_dir / "tokenizer.json")
+        if self.pure is not None:
+            self.unk_id = self.pure.vocab.get(self.pure.unk) if self.pure.unk else None
+        else:
+            self.unk_id = self._unk_of(self.tokenizer)
         self._median_token_length: int | None = None
+        self._pure_characters = 0  # tokenized by ``PureBpe`` so far
+
+    @property
+    def tokenizer(self) -> Any:
+        """The ``tokenizers`` tokenizer (loaded on first use)."""
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+            tokenizer.no_padding()
+            if self.max_length is not None:
+                tokenizer.enable_truncation(self.max_length)
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    @staticmethod
+    def _unk_of(tokenizer: Any) -> int | None:
+        unk = getattr(tokenizer.model, "unk_token", None)
+        return tokenizer.token_to_id(unk) if unk else None
 
     @property
     def median_token_length(self) -> int:
@@ -207,20 +374,35 @@ class QueryEncoder:
         if self._median_token_length is None:
             import numpy as np
 
-            vocab = self.tokenizer.get_vocab()
+            vocab = self.pure.vocabulary() if self.pure is not None else list(self.tokenizer.get_vocab())
             self._median_token_length = int(np.median([len(token) for token in vocab])) if vocab else 1
         return self._median_token_length
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Each text's token ids (title case folded, model2vec's character cut and ``max_length`` applied)."""
+        texts = [fold_title_case(t) for t in texts]
+        if self.max_length is not None and any(len(t) > self.max_length for t in texts):
+            limit = self.max_length * self.median_token_length
+            texts = [t[:limit] for t in texts]
+        characters = sum(len(t) for t in texts)
+        pure = None
+        if self.pure is not None and self._tokenizer is None and self._pure_characters + characters <= self.PURE_CHARACTERS:
+            pure = self.pure
+            self._pure_characters += characters
+        ids: list[list[int] | None] = [pure.token_ids(t, self.max_length) for t in texts] if pure else [None] * len(texts)
+        missing = [row for row, found in enumerate(ids) if found is None]
+        if missing:
+            encodings = self.tokenizer.encode_batch_fast([texts[row] for row in missing], add_special_tokens=False)
+            for row, encoding in zip(missing, encodings, strict=True):
+                ids[row] = list(encoding.ids)
+        return [found or [] for found in ids]
 
     def encode(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        texts = [fold_title_case(t) for t in texts]
-        if self.max_length is not None and any(len(t) > self.max_length for t in texts):
-            limit = self.max_length * self.median_token_length
-            texts = [t[:limit] for t in texts]
-        for row, encoding in enumerate(self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)):
-            ids = [i for i in encoding.ids if i != self.unk_id]
+        for row, token_ids in enumerate(self.token_ids(texts)):
+            ids = [i for i in token_ids if i != self.unk_id]
             if not ids:
                 continue
             index = self.mapping[ids] if self.mapping is not None else ids

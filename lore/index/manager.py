@@ -100,14 +100,24 @@ class IndexManager:
 
     def check(self, directory: Path, meta: GenerationMeta, *, deep: bool = True) -> IndexDamagedError | None:
         """Why this generation cannot be read, or None: ``IndexReader.load`` (plus Whoosh if ``deep``)."""
+        reader, error = self._loaded(directory, meta, deep=deep)
+        if reader is not None:
+            reader.close()
+        return error
+
+    @staticmethod
+    def _loaded(directory: Path, meta: GenerationMeta, *, deep: bool = True) -> tuple[IndexReader | None, IndexDamagedError | None]:
+        """The generation's reader, loaded and checked (the caller closes it), or why it cannot be read."""
         reader = IndexReader(directory, meta)
         try:
             reader.load(deep=deep)
         except IndexDamagedError as error:
-            return error
-        finally:
             reader.close()
-        return None
+            return None, error
+        except BaseException:
+            reader.close()
+            raise
+        return reader, None
 
     def source_manifest(self) -> dict[str, list[int]]:
         return source_manifest(self.data_dir)
@@ -159,20 +169,26 @@ class IndexManager:
                 directory, meta = found
                 reason = self.staleness(meta)
                 full = needs_full_build(reason)
-                # Whatever a refresh keeps, or an up-to-date index serves, must be readable.
-                damage = None if full else self.check(directory, meta)
-                if damage is not None:
-                    warnings.append(f"{damage.message}; rebuilt it")
-                elif reason is None:
-                    return BuildReport("up-to-date", meta.records, seconds=time.perf_counter() - started,
-                                       embeddings=meta.embeddings)  # fmt: skip
-                elif not full:
-                    appended = delta.append(self.data_dir, directory, meta)
-                    if appended is not None:
-                        delta.commit(directory, appended[0])
-                        appended[1].embeddings = appended[0].embeddings
-                        appended[1].seconds = time.perf_counter() - started
-                        return appended[1]
+                # Whatever a refresh keeps, or an up-to-date index serves, must be readable. The
+                # reader that checked it also serves the delta refresh (the parts it loaded).
+                reader, damage = (None, None) if full else self._loaded(directory, meta)
+                try:
+                    if damage is not None:
+                        warnings.append(f"{damage.message}; rebuilt it")
+                    elif reason is None:
+                        return BuildReport("up-to-date", meta.records, seconds=time.perf_counter() - started,
+                                           embeddings=meta.embeddings)  # fmt: skip
+                    elif not full:
+                        appended = delta.append(self.data_dir, directory, meta, reader)
+                        if appended is not None:
+                            delta.commit(directory, appended[0], meta)
+                            appended[1].embeddings = appended[0].embeddings
+                            appended[1].seconds = time.perf_counter() - started
+                            return appended[1]
+                finally:
+                    if reader is not None:
+                        reader.close()
+                if damage is None and not full and reason is not None:
                     report = self.builder.incremental(directory, meta, progress)
                     if report is not None:
                         report.seconds = time.perf_counter() - started
