@@ -313,19 +313,22 @@ def serve(locations: Locations, *, project: str | None = None, cwd: Path | None 
     """
     if not locations.data_dir.is_dir():
         _warn(f"data directory {locations.data_dir} does not exist; create it with `lore init`")
+
+    def load() -> tuple[Any, Any]:
+        sdk = load_sdk()
+        return sdk, sdk.prepare(locations, project=project, cwd=cwd, settings=settings)
+
     wire_in, wire_out = _claim_stdio()
+    serve_wire(wire_in, wire_out, load, signals=True)
+
+
+def serve_wire(wire_in: int, wire_out: int, load: Callable[[], tuple[Any, Any]], *, signals: bool = False) -> None:
+    """Serve one connection on two descriptors: early answers from the cache while ``load`` runs on a thread.
+
+    ``load`` returns lore's SDK module and its ``Prepared`` server; ``signals`` installs
+    the server's SIGINT/SIGTERM handling once loaded (the main thread only).
+    """
     lines: queue.Queue[object] = queue.Queue()
-    loaded: list[Any] = []
-
-    def load() -> None:
-        try:
-            sdk = load_sdk()
-            loaded.append((sdk, sdk.prepare(locations, project=project, cwd=cwd, settings=settings)))
-        except BaseException as error:  # handed to the main thread, which raises it
-            loaded.append(error)
-        lines.put(_READY)
-
-    threading.Thread(target=load, name="lore-mcp-load", daemon=True).start()
     threading.Thread(target=_read_lines, args=(wire_in, lines), name="lore-mcp-stdin", daemon=True).start()
     write_lock = threading.Lock()
 
@@ -334,6 +337,16 @@ def serve(locations: Locations, *, project: str | None = None, cwd: Path | None 
             _write_all(wire_out, data)
 
     handshake = Handshake(Handshakes.load(), send)
+    loaded: list[Any] = []
+
+    def load_in_background() -> None:
+        try:
+            loaded.append(load())
+        except BaseException as error:  # handed to the serving thread, which raises it
+            loaded.append(error)
+        lines.put(_READY)
+
+    threading.Thread(target=load_in_background, name="lore-mcp-load", daemon=True).start()
     early: list[bytes] = []
     while True:
         item = lines.get()
@@ -363,7 +376,8 @@ def serve(locations: Locations, *, project: str | None = None, cwd: Path | None 
         if data is not None:
             send(data)
 
-    sdk.exit_on_signals(prepared.lore)
+    if signals:
+        sdk.exit_on_signals(prepared.lore)
     sdk.run_lines(prepared.server, read_line, write_line)
 
 
