@@ -66,16 +66,15 @@ PROVIDER = "fake"
 KEY_ENV = "FAKE_OPENAI_API_KEY"
 SEARCH_NAMESPACE = "mcp__lore"
 # What the user has in config.toml before lore is installed. The provider's
-# base_url is filled in with the fake's port. mcp_optional_startup_grace_ms: lore
-# mcp takes about 1.1 s to answer `initialize` (importing the MCP SDK), above Codex's
-# default 1 s wait for optional servers, after which a turn's first step goes on
-# without lore's tools; `lore hook install --agent codex` tells the user to raise it.
+# base_url is filled in with the fake's port. No mcp_optional_startup_grace_ms: Codex
+# waits its default 1 s for optional MCP servers, and `lore mcp` answers the handshake
+# within it (the install remembered the MCP SDK's answers), so the first step of each
+# run has lore's tools.
 USER_CONFIG = """# my Codex settings
 model = "{model}"
 model_provider = "{provider}"
 check_for_update_on_startup = false
 web_search = "disabled"
-mcp_optional_startup_grace_ms = 5000  # lore mcp starts in ~1 s (docs say 3000; room for a busy CI machine)
 
 [model_providers.{provider}]
 name = "Local fake Responses API"

@@ -136,6 +136,19 @@ def test_codex_install_says_how_to_trust_the_hooks(cli, lore_exe: str) -> None: 
     assert "hooks" not in tomllib.loads((Path.home() / ".codex" / "config.toml").read_text())  # nothing trusted by lore
 
 
+def test_installing_an_mcp_server_remembers_the_sdks_handshake(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    """So the agent's first `lore mcp` answers initialize and tools/list before the SDK has loaded."""
+    pytest.importorskip("mcp")
+    from lore.agent.mcp_start import Handshakes
+
+    assert Handshakes.load().get("initialize", "2025-06-18") is None
+    result = cli("hook", "install", "--agent", "gemini")
+    assert result.exit_code == 0 and "Remembered the MCP SDK's handshake answers" in result.stdout
+    remembered = Handshakes.load()
+    assert remembered.get("initialize", "2025-06-18")["serverInfo"]["name"] == "lore"
+    assert {t["name"] for t in remembered.get("tools/list", "2025-06-18")["tools"]} >= {"search", "context"}
+
+
 def test_codex_home_and_project_scope(cli, lore_exe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
     assert cli("hook", "install", "--agent", "codex").exit_code == 0

@@ -64,7 +64,8 @@ def with_session(body: Callable[[ClientSession], Awaitable[None]]) -> list[Excep
 
     async def main() -> None:
         with anyio.fail_after(CALL_TIMEOUT_S):
-            async with stdio_client(server_params()) as (read, write), \
+            # errlog at call time: the SDK binds its default when first imported, maybe under a CliRunner.
+            async with stdio_client(server_params(), errlog=sys.stderr) as (read, write), \
                     ClientSession(read, write, message_handler=on_message) as session:  # fmt: skip
                 await session.initialize()
                 await body(session)

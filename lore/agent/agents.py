@@ -505,9 +505,10 @@ def after_install_notes(agent: str) -> list[str]:
                 "lore does not trust them for you. Automation that vets its hooks itself can run "
                 "`codex exec --dangerously-bypass-hook-trust` instead.",
                 "MCP: `lore mcp` is registered as server `lore`; Codex offers its tools through tool search. "
-                "It starts in about a second, Codex's default wait for optional servers "
-                "(`mcp_optional_startup_grace_ms = 1000`): if a session's first turn lacks lore's tools, "
-                "raise it in config.toml (3000 is enough)."]  # fmt: skip
+                "It answers Codex's handshake in ~0.15 s, within Codex's 1 s wait for optional servers "
+                "(`mcp_optional_startup_grace_ms`), but its first start after lore or the mcp package is "
+                "upgraded takes ~1.5 s (loading the MCP SDK): if the first turn of a session lacks lore's "
+                "tools, that start missed the wait; a very slow machine can raise it in config.toml."]  # fmt: skip
     if agent == "gemini":
         return ["Gemini CLI reads the hooks at start: restart it; /hooks panel lists them.",
                 "MCP: `lore mcp` is registered as server `lore`."]  # fmt: skip

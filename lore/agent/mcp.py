@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
 from mcp.types import CallToolResult, ToolAnnotations
@@ -547,12 +547,65 @@ def exit_on_signals(lore: LoreMCP) -> None:
     signal.signal(signal.SIGTERM, on_signal)
 
 
-def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
-          settings: Settings | None = None) -> None:  # fmt: skip
-    """Run the stdio server until the client closes stdin or sends SIGINT/SIGTERM."""
-    if not locations.data_dir.is_dir():
-        print(f"lore mcp: warning: data directory {locations.data_dir} does not exist; "
-              "create it with `lore init`", file=sys.stderr)  # fmt: skip
+class Prepared(NamedTuple):
+    """A loaded server: the SDK server with lore's tools, and lore's state behind them."""
+
+    server: Any
+    lore: LoreMCP
+
+
+def prepare(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
+            settings: Settings | None = None) -> Prepared:  # fmt: skip
+    """The server `lore mcp` runs (built on the loader thread while the handshake is answered)."""
     lore = LoreMCP(locations, project=project, cwd=cwd, settings=settings)
-    exit_on_signals(lore)
-    build_server(lore).run("stdio")
+    return Prepared(build_server(lore), lore)
+
+
+def handshake_versions() -> tuple[str, ...]:
+    """The protocol versions the SDK negotiates in ``initialize``."""
+    try:  # mcp >= 2
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        return tuple(HANDSHAKE_PROTOCOL_VERSIONS)
+    except ImportError:  # mcp 1.x
+        from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+        return tuple(SUPPORTED_PROTOCOL_VERSIONS)
+
+
+def run_lines(server: Any, read_line: Callable[[], str | None], write_line: Callable[[str], None]) -> None:
+    """Serve one connection with the SDK's stdio transport over lines instead of the process's stdin/stdout.
+
+    ``read_line`` blocks until the client's next line (None: the end of input) and
+    ``write_line`` writes one message; both run on worker threads. This is the SDK's
+    own ``run("stdio")`` (``run_stdio_async``) with the transport's two streams given.
+    """
+    import anyio
+    import anyio.to_thread
+    from mcp.server.stdio import stdio_server
+
+    class Lines:
+        def __aiter__(self) -> "Lines":
+            return self
+
+        async def __anext__(self) -> str:
+            line = await anyio.to_thread.run_sync(read_line, abandon_on_cancel=True)
+            if line is None:
+                raise StopAsyncIteration
+            return line
+
+    class Out:
+        async def write(self, text: str) -> None:
+            await anyio.to_thread.run_sync(write_line, text)
+
+        async def flush(self) -> None:
+            return None
+
+    # MCPServer (2.x) and FastMCP (1.x) keep the low-level server their run_stdio_async runs.
+    lowlevel = getattr(server, "_lowlevel_server", None) or server._mcp_server
+
+    async def main() -> None:
+        async with stdio_server(stdin=Lines(), stdout=Out()) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+    anyio.run(main)

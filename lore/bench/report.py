@@ -222,6 +222,20 @@ def surfaces_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def mcp_start_table(result: dict[str, Any]) -> Table:
+    floor = result.get("python -c pass") or {}
+    table = Table(title=f"lore mcp: milliseconds from spawn to each reply, whole process ({result.get('runs')} "
+                        f"rounds; python -c pass p50 {_f(floor.get('p50'), 1)} ms)")  # fmt: skip
+    for column in ("command", "reply", "p50", "p95", "ratio to python -c pass"):
+        table.add_column(column, justify="left" if column in ("command", "reply") else "right")
+    for name, replies in (result.get("commands") or {}).items():
+        for reply, f in replies.items():
+            table.add_row(name, reply, _f(f.get("p50"), 1), _f(f.get("p95"), 1), _f(f.get("ratio_to_python_floor"), 2))
+    table.caption = ("ping: answered only by the loaded MCP SDK, as every tool call is; first start: the cache dir "
+                     "holds no handshake answers yet (after an install or upgrade)")
+    return table
+
+
 def soak_table(result: dict[str, Any]) -> Table:
     table = Table(title=f"Helper soak: {result['prompts']:,} prompts and {result['writes']} writes at "
                         f"{result['records']:,} decisions", show_header=False)  # fmt: skip
@@ -299,6 +313,8 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
             console.print(first_prompt_table(n, entry["first_prompt"]))
     if results.get("surfaces"):
         console.print(surfaces_table(results["surfaces"]))
+        if isinstance(results["surfaces"].get("mcp start"), dict):
+            console.print(mcp_start_table(results["surfaces"]["mcp start"]))
     if results.get("soak"):
         console.print(soak_table(results["soak"]))
     if results.get("capture"):

@@ -156,7 +156,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
 
             t = time.perf_counter()
             try:
-                results["surfaces"] = surfaces.measure(work, progress=progress)
+                results["surfaces"] = surfaces.measure(work, progress=progress, start_runs=settings.latency_runs)
             except Exception as error:
                 failed("surfaces", error)
             results["harness_seconds"]["surfaces"] = round(time.perf_counter() - t, 1)

@@ -40,15 +40,16 @@ def _js_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def measure(work: Path, progress: Progress = _quiet, prompt_limit: int | None = None) -> dict[str, Any]:
-    """Sizes per surface; the access log and hook log of these searches stay in ``work``."""
+def measure(work: Path, progress: Progress = _quiet, prompt_limit: int | None = None,
+            start_runs: int = 10) -> dict[str, Any]:  # fmt: skip
+    """Sizes per surface, and `lore mcp`'s start over ``start_runs`` rounds; logs stay in ``work``."""
     from lore.bench import environment
 
     with environment(LORE_STATE_DIR=str(work / "surfaces-state"), LORE_CACHE_DIR=str(work / "surfaces-cache")):
-        return _measure(work, progress, prompt_limit)
+        return _measure(work, progress, prompt_limit, start_runs)
 
 
-def _measure(work: Path, progress: Progress, prompt_limit: int | None) -> dict[str, Any]:
+def _measure(work: Path, progress: Progress, prompt_limit: int | None, start_runs: int) -> dict[str, Any]:
     from lore.agent.hook import DEFAULT_BUDGET, hook_output, is_trivial
     from lore.agent.prompt import context_for_prompt
     from lore.agent.session import session_start_text
@@ -91,6 +92,11 @@ def _measure(work: Path, progress: Progress, prompt_limit: int | None) -> dict[s
         result["mcp"] = _mcp_sizes(locations, prompts, progress)
     except ImportError as error:
         result["mcp"] = {"note": f"not measured: the mcp extra is not installed ({error})"}
+        return result
+    from lore.bench import mcpstart
+
+    progress("surfaces: lore mcp's start, whole process")
+    result["mcp start"] = mcpstart.measure(data_dir, work, runs=start_runs, progress=progress)
     return result
 
 

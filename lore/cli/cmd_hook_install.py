@@ -77,6 +77,9 @@ def install_command(
     if not dry_run and any(outcome.changed for outcome in outcomes):
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
+    spec = agents.SPECS.get(agent.value)
+    if not dry_run and spec is not None and spec.mcp is not None:
+        _remember_mcp_handshakes()
     from lore.agent import client
     from lore.settings import Settings
 
@@ -85,6 +88,27 @@ def install_command(
         # (imports and index load alone take ~250 ms on a small machine).
         typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "
                    "pays a cold search; `lore server enable` lets session start launch it.", err=True)  # fmt: skip
+
+
+def _remember_mcp_handshakes() -> None:
+    """Let the agent's first `lore mcp` answer its handshake at once (see lore.agent.mcp_start)."""
+    from lore.agent.mcp_start import remember_handshakes, require_sdk
+    from lore.errors import LoreError
+    from lore.paths import Locations
+    from lore.settings import Settings
+
+    try:
+        require_sdk()
+    except LoreError:
+        typer.echo("Note: the MCP server needs the mcp extra: pip install 'lore[mcp]'", err=True)
+        return
+    try:
+        versions = remember_handshakes(Locations.resolve(), settings=Settings.from_env())
+    except LoreError as error:
+        typer.echo(f"Note: `lore mcp` cannot start: {error.message}", err=True)
+        return
+    typer.echo(f"Remembered the MCP SDK's handshake answers ({len(versions)} protocol versions): "
+               "`lore mcp` answers a client's first requests while the SDK loads.")  # fmt: skip
 
 
 @hook_app.command("uninstall")
