@@ -8,6 +8,7 @@ bench extra is missing.
 from __future__ import annotations
 
 import io
+import shutil
 import sys
 from pathlib import Path
 
@@ -113,6 +114,9 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
                             runs=1, warm_helper=False)  # fmt: skip
     assert set(timed["commands"]) >= {"python -c pass", "grep -ril", "lore search --json", "lore hook prompt (cold)"}
     assert timed["commands"]["lore search --json"]["failures"] == 0
+    if shutil.which("sqlite3"):  # the original bash Lore's query, same decisions (CI installs sqlite3)
+        assert timed["commands"]["sqlite3 FTS5 (bash original's search)"]["failures"] == 0
+        assert timed["commands"]["lore search --json"]["ratio_to_sqlite3_fts5"] > 0
     stages = latency.stage_timings(data_dir, index_dir, ["merge conflict markers", "slow fetch over http"], 0.0)
     assert "total" in stages
     inc = indexing.incremental(data_dir, index_dir, 1, raws[0]["timestamp"])
@@ -130,6 +134,8 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     buffer = io.StringIO()
     report.render(results, Console(file=buffer, width=260))
     assert "Indexing" in buffer.getvalue() and "process: beyond no-op s" in buffer.getvalue()
+    headers = [str(column.header) for column in report.latency_table("60", timed).columns]
+    assert ("x sqlite3 FTS5" in headers) == bool(shutil.which("sqlite3"))
     orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS)
 
 

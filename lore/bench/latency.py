@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lore.bench import bash_original
+
 Progress = Callable[[str], None]
 
 
@@ -130,6 +132,8 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     # The cold hook as shipped (LORE_HOOK_COLD=lexical: BM25 without numpy) and the whole
     # pipeline in process (LORE_HOOK_COLD=full: what every cold prompt ran before).
     full_env = {**env, "LORE_HOOK_COLD": "full"}
+    # The original bash Lore's `lore search` on the same decisions (lore/bench/bash_original.py).
+    original = bash_original.baselines(data_dir, work / "bash-original", env)
 
     def commands(i: int) -> dict[str, tuple[list[str], bytes | None, dict[str, str]]]:
         query = queries[i % len(queries)]
@@ -139,6 +143,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
             "lore search --json": ([*lore, "search", query, "--json"], None, env),
             "lore hook prompt (cold)": ([*lore, "hook", "prompt"], hook_event(query, cwd), env),
             "lore hook prompt (cold, LORE_HOOK_COLD=full)": ([*lore, "hook", "prompt"], hook_event(query, cwd), full_env),
+            **original.commands(query, first_content_word(query)),
         }
 
     samples: dict[str, list[Sample]] = {}
@@ -149,7 +154,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
                 samples.setdefault(name, []).append(sample)
         progress(f"latency: round {i}/{runs}")
 
-    notes = []
+    notes = list(original.notes)
     if not warm_helper:
         notes.append("warm-helper hook latency not requested")
     elif server_available(env, cwd):
@@ -175,12 +180,17 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
 
     floor = statistics.median(s.ms for s in samples["python -c pass"])
     grep = statistics.median(s.ms for s in samples["grep -ril"])
+    baseline_p50 = {key: statistics.median(s.ms for s in samples[row]) for key, row in
+                    (("ratio_to_sqlite3_fts5", bash_original.SQLITE_ROW), ("ratio_to_bash_original", bash_original.ORIGINAL_ROW))
+                    if samples.get(row)}  # fmt: skip
     result: dict[str, Any] = {"runs": runs, "commands": {}, "notes": notes}
     for name, got in samples.items():
         figures: dict[str, Any] = summary([s.ms for s in got])
         figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
         figures["p95_ratio_to_python_floor"] = round(figures["p95"] / floor, 2) if floor else None
         figures["ratio_to_grep"] = round(figures["p50"] / grep, 2) if grep else None
+        for key, base in baseline_p50.items():
+            figures[key] = round(figures["p50"] / base, 2) if base else None
         rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
         figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
         figures["failures"] = sum(1 for s in got if s.returncode != 0)
@@ -188,6 +198,8 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
             figures["injected_share"] = round(sum(1 for s in got if s.stdout.strip()) / len(got), 3)
         if name.startswith("lore search"):
             figures["with_results_share"] = round(sum(1 for s in got if b'"id"' in s.stdout) / len(got), 3)
+        if name in bash_original.BASELINE_ROWS:
+            figures["with_results_share"] = round(sum(1 for s in got if bash_original.result_lines(name, s.stdout)) / len(got), 3)
         result["commands"][name] = figures
     return result
 

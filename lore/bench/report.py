@@ -92,12 +92,17 @@ def duplicates_table(result: dict[str, Any]) -> Table:
 
 def latency_table(size: str, result: dict[str, Any]) -> Table:
     table = Table(title=f"Whole-process latency at {int(size):,} decisions ({result['runs']} runs after a warm-up; lore's bytecode compiled first, as pip does)")
-    for column in ("command", "p50 ms", "p95 ms", "x python floor", "x grep -ril", "peak RSS MiB", "injected/hits"):
+    # Ratios to the original bash Lore's search (lore/bench/bash_original.py), when it was measured.
+    baselines = [(key, label) for key, label in (("ratio_to_sqlite3_fts5", "x sqlite3 FTS5"), ("ratio_to_bash_original", "x bash original"))
+                 if any(key in f for f in result["commands"].values())]  # fmt: skip
+    for column in ("command", "p50 ms", "p95 ms", "x python floor", "x grep -ril", *(label for _, label in baselines),
+                   "peak RSS MiB", "injected/hits"):  # fmt: skip
         table.add_column(column, justify="left" if column == "command" else "right")
     for name, f in result["commands"].items():
         shown = f.get("injected_share", f.get("with_results_share"))
         table.add_row(name, _f(f["p50"], 1), _f(f["p95"], 1), _f(f["ratio_to_python_floor"], 2),
-                      _f(f["ratio_to_grep"], 2), _f(f["peak_rss_mib"], 1), _f(shown, 2))  # fmt: skip
+                      _f(f["ratio_to_grep"], 2), *(_f(f.get(key), 2) for key, _ in baselines),
+                      _f(f["peak_rss_mib"], 1), _f(shown, 2))  # fmt: skip
     if result.get("notes"):
         table.caption = "; ".join(result["notes"])
     return table
