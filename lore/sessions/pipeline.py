@@ -227,16 +227,22 @@ class CaptureBatch:
     def begin(self) -> None:
         """Start a batch: reload the store unless the data files are as the last flush left them."""
         from lore.curate.inbox import rejected_hashes
+        from lore.store.fileio import data_lock
 
         self.transcripts, self.started = 0, time.monotonic()
         self._written = False
         self._marker = state.store_marker(self.store.data_dir)
         if self._signature is not None and self._signature == self._files_signature():
             return
-        self.snapshot = self.store.load() if self.store.exists() else Snapshot()
+        if not self.store.exists():
+            self.snapshot, self._rejected, self._signature = Snapshot(), set(), None
+        else:
+            with data_lock(self.store.data_dir):  # the signature is that of the files loaded
+                self.snapshot = self.store.load()
+                self._rejected = rejected_hashes(self.store)
+                self._signature = self._files_signature()
         self.hashes.clear()
         self.hashes.update(_provenance_hashes(self.snapshot))
-        self._rejected = rejected_hashes(self.store) if self.store.exists() else set()
         self._ids = set(self.snapshot.records)
 
     def full(self, size: int, seconds: float) -> bool:
@@ -254,8 +260,7 @@ class CaptureBatch:
         return self._marker if self._marker is not None or not (self._written or self.pending) else _MARKER_AFTER_FLUSH
 
     def rejected_before(self, kind: str, raw: dict[str, Any]) -> bool:
-        from lore.curate.inbox import candidate_text
-        from lore.curate.similarity import text_hash
+        from lore.curate.inbox import candidate_text, text_hash
 
         text = candidate_text(kind, raw)
         return bool(text.strip()) and (kind, text_hash(text)) in self._rejected
@@ -282,8 +287,13 @@ class CaptureBatch:
 
     def update(self, record_id: str, mutate: Any, detail: dict[str, Any]) -> Record:
         """``Store.update`` after writing what is queued (the audit keeps the one-at-a-time order)."""
-        self._write_pending()
-        updated = self.store.update(record_id, mutate, op="capture", detail=detail)
+        from lore.store.fileio import data_lock
+
+        with data_lock(self.store.data_dir):
+            self._check_foreign()
+            self._write_pending()
+            updated = self.store.update(record_id, mutate, op="capture", detail=detail)
+            self._own_write()
         self._written = True
         if self._marker is None:
             self._marker = state.store_marker(self.store.data_dir)
@@ -294,25 +304,35 @@ class CaptureBatch:
         return updated
 
     def _write_pending(self) -> None:
+        """Write the queued records (the caller holds the data lock)."""
         if self.pending:
             self.store.add_many(self.pending, op="capture")
             self.pending = []
             self._written = True
+
+    def _check_foreign(self) -> None:
+        """Before a write of ours (data lock held): has another process written since the snapshot?"""
+        if self._signature is not None and self._signature != self._files_signature():
+            self._signature = None  # then the next batch loads the store again
+
+    def _own_write(self) -> None:
+        """After a write of ours: the files are what the snapshot holds, unless another process wrote too."""
+        self._signature = self._files_signature() if self._signature is not None else None
 
     def flush(self) -> None:
         """Write the queued records, then the capture state of the batch's sessions."""
         from lore.store.fileio import data_lock
 
         with data_lock(self.store.data_dir):
+            self._check_foreign()
             self._write_pending()
+            self._own_write()
             marker = state.store_marker(self.store.data_dir)
             for key, value in self.states.items():
                 if value.get("store") == _MARKER_AFTER_FLUSH:
                     value["store"] = marker
                 state.save(self.base, key, value)
             self.states = {}
-            self._signature = self._files_signature()
-
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
