@@ -386,7 +386,7 @@ def test_a_killed_claude_code_import_resumes_to_what_one_run_stores(initialised:
 
     config = _claude_projects(tmp_path / "claude", 24)
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
-    command = [sys.executable, "-m", "lore", "import", "claude-code"]
+    command = [sys.executable, "-m", "lore", "import", "claude-code", "--batch", "4"]
     # One uninterrupted run, into its own data dir and capture state.
     clean_env = {**env, "LORE_DATA_DIR": str(tmp_path / "clean"), "LORE_STATE_DIR": str(tmp_path / "clean-state")}
     assert subprocess.run([sys.executable, "-m", "lore", "init"], env=clean_env, capture_output=True).returncode == 0

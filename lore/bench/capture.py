@@ -15,7 +15,9 @@ capture of the same transcript adds (must be 0).
 Backfill: ``lore import claude-code`` as a whole process over a Claude Code config dir
 holding ``BACKFILL_TRANSCRIPTS`` transcripts (copies of the labelled ones under new
 session ids, in seven project folders): seconds, records added, and a second run's
-seconds and records (must add nothing).
+seconds and records (must add nothing); and the same over ``BACKFILL_SMALL``
+transcripts first, for the growth of the per-transcript time with the import's size
+(linear: a ratio near 1).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ Progress = Callable[[str], None]
 HOOK_LINES = 5_000
 HOOK_RUNS = 5
 BACKFILL_TRANSCRIPTS = 1000
+BACKFILL_SMALL = 100
 
 
 def _quiet(message: str) -> None:
@@ -205,15 +208,15 @@ def backfill(work: Path, folder: Path, count: int, progress: Progress = _quiet) 
     from lore.store import Store
 
     sources = sorted(folder.glob("*.jsonl"))
-    config = work / "backfill-claude"
+    config = work / f"backfill-{count}-claude"
     for number in range(count):
         project = config / "projects" / f"-home-dev-projects-p{number % 7}"
         project.mkdir(parents=True, exist_ok=True)
         shutil.copy(sources[number % len(sources)], project / f"{uuid.UUID(int=number + 1)}.jsonl")
-    data = work / "backfill-data"
+    data = work / f"backfill-{count}-data"
     Store(data).init()
     env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config), "LORE_DATA_DIR": str(data),
-           "LORE_INDEX_DIR": str(work / "backfill-index"), "LORE_STATE_DIR": str(work / "backfill-state"),
+           "LORE_INDEX_DIR": str(work / f"backfill-{count}-index"), "LORE_STATE_DIR": str(work / f"backfill-{count}-state"),
            "LORE_CACHE_DIR": str(work / "backfill-cache"), "LORE_SERVER": "off"}  # fmt: skip
     for name in ("LORE_AUTO_ACCEPT", "LORE_CAPTURE_METHOD"):
         env.pop(name, None)
@@ -228,14 +231,19 @@ def backfill(work: Path, folder: Path, count: int, progress: Progress = _quiet) 
         runs.append((round(time.perf_counter() - started, 2), len(Store(data).load().records)))
     (first_s, first_records), (second_s, second_records) = runs
     return {"transcripts": count, "seconds": first_s, "records": first_records,
-            "transcripts_per_s": round(count / first_s, 1), "rerun_seconds": second_s,
+            "transcripts_per_s": round(count / first_s, 1), "ms_per_transcript": round(1000 * first_s / count, 1),
+            "rerun_seconds": second_s,
             "rerun_added": second_records - first_records}  # fmt: skip
 
 
-def measure(work: Path, progress: Progress = _quiet, *, backfill_transcripts: int = BACKFILL_TRANSCRIPTS) -> dict[str, Any]:
+def measure(work: Path, progress: Progress = _quiet, *, backfill_transcripts: int = BACKFILL_TRANSCRIPTS,
+            backfill_small: int = BACKFILL_SMALL) -> dict[str, Any]:  # fmt: skip
     work.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {"hook": hook_cost(work, progress)}
     folder = labelled_dir()
     result["quality"] = quality(work, folder, progress) if folder else None
+    result["backfill_small"] = backfill(work, folder, backfill_small, progress) if folder else None
     result["backfill"] = backfill(work, folder, backfill_transcripts, progress) if folder else None
+    if folder:  # the per-transcript time of the large import over that of the small one, same run
+        result["backfill_growth"] = round(result["backfill"]["ms_per_transcript"] / result["backfill_small"]["ms_per_transcript"], 2)
     return result

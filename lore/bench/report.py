@@ -280,11 +280,13 @@ def capture_table(result: dict[str, Any]) -> Table:
     for kind, n in quality["per_kind"].items():
         table.add_row(f"  {kind}", f"captured {n['captured']}, expected {n['expected']}, matched {n['matched']}")
     table.add_row("secrets stored / added by a second run", f"{quality['secrets_stored']} / {quality['second_run_added']}")
-    backfill = result.get("backfill")
-    if backfill:
-        table.add_row(f"lore import claude-code, {backfill['transcripts']:,} transcripts",
-                      f"{_f(backfill['seconds'], 1)} s ({_f(backfill['transcripts_per_s'], 1)}/s), {backfill['records']:,} records; "
-                      f"again: {_f(backfill['rerun_seconds'], 2)} s, {backfill['rerun_added']} added")
+    for backfill in (result.get("backfill_small"), result.get("backfill")):
+        if backfill:
+            table.add_row(f"lore import claude-code, {backfill['transcripts']:,} transcripts",
+                          f"{_f(backfill['seconds'], 1)} s ({_f(backfill.get('ms_per_transcript'), 1)} ms each), {backfill['records']:,} records; "
+                          f"again: {_f(backfill['rerun_seconds'], 2)} s, {backfill['rerun_added']} added")
+    if result.get("backfill_growth") is not None:
+        table.add_row("  ms per transcript, large / small import", _f(result["backfill_growth"], 2))
     return table  # fmt: skip
 
 

@@ -167,7 +167,8 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             t = time.perf_counter()
             try:
                 results["capture"] = capture.measure(work / "capture", progress=progress,
-                                                     backfill_transcripts=60 if settings.quick else capture.BACKFILL_TRANSCRIPTS)
+                                                     backfill_transcripts=60 if settings.quick else capture.BACKFILL_TRANSCRIPTS,
+                                                     backfill_small=20 if settings.quick else capture.BACKFILL_SMALL)
             except Exception as error:
                 failed("capture", error)
             results["harness_seconds"]["capture"] = round(time.perf_counter() - t, 1)

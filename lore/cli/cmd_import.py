@@ -100,6 +100,7 @@ def import_claude_code(
     project: str | None = typer.Option(None, "--project", help="Only this project's sessions (its name or directory)."),
     since: str | None = typer.Option(None, "--since", help="Only transcripts written since this date (2026-01-31, 7d, ...)."),
     dry_run: bool = DRY_RUN,
+    batch: int = typer.Option(50, "--batch", min=1, help="Transcripts written together (a killed import reads its last batch again)."),
 ) -> None:
     """Backfill candidates from Claude Code's session transcripts (~/.claude/projects); idempotent, resumable."""
     from datetime import UTC, datetime
@@ -113,7 +114,7 @@ def import_claude_code(
     step, done = _progress(len(paths))
     try:
         summary = claude_code.import_transcripts(store, paths, project=st.project, dry_run=dry_run, step=step,
-                                                 settings=st.settings)  # fmt: skip
+                                                 settings=st.settings, batch_size=batch)  # fmt: skip
     finally:
         done()
     for warning in summary.warnings:

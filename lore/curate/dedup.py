@@ -325,11 +325,16 @@ def _describe(match: Match) -> str:
 
 
 def check_before_write(
-    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool
+    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool, snapshot: Snapshot | None = None
 ) -> DedupOutcome:
-    """Refuse, merge or annotate a write that duplicates or contradicts an existing record."""
+    """Refuse, merge or annotate a write that duplicates or contradicts an existing record.
+
+    ``snapshot``: the records to check against when the caller keeps them current (a batched
+    import); by default the store is loaded.
+    """
     outcome = DedupOutcome()
-    snapshot = store.load()
+    if snapshot is None:
+        snapshot = store.load()
     group = KIND_GROUPS.get(kind, (kind,))
     candidates = snapshot.of_kind(*group)
     if not candidates:

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from lore.settings import Settings
 
 
+# A batch of an import: this many transcripts, or fewer once it has run this long.
+BATCH_TRANSCRIPTS = 50
+BATCH_SECONDS = 5.0
+
+
 def config_dir() -> Path:
     env = os.environ.get("CLAUDE_CONFIG_DIR")
     return Path(env).expanduser() if env else Path.home() / ".claude"
@@ -74,28 +79,64 @@ class ImportSummary:
 
 def import_transcripts(store: Store, paths: list[Path], *, project: str | None = None, dry_run: bool = False,
                        method: str | None = None, step: Callable[[Path], None] | None = None,
-                       settings: Settings | None = None) -> ImportSummary:  # fmt: skip
-    """Capture each transcript (only what the per-session state has not seen); the distillation once at the end."""
-    from lore.sessions.pipeline import capture_session, distill_after_capture
+                       settings: Settings | None = None, batch_size: int = BATCH_TRANSCRIPTS,
+                       batch_seconds: float = BATCH_SECONDS) -> ImportSummary:  # fmt: skip
+    """Capture each transcript (only what the per-session state has not seen); the distillation once at the end.
+
+    The captures are written in batches (``CaptureBatch``) of ``batch_size`` transcripts, or
+    fewer once a batch has run ``batch_seconds`` (the capture lock is held for a batch, and a
+    hook's capture waits for it): one store load per import while nothing else writes, one
+    write of the records and one of the capture state per batch. A killed import loses at
+    most its last batch, which the next import reads again. A dry run captures one by one.
+    """
+    from lore.sessions import state
+    from lore.sessions.pipeline import CaptureBatch, capture_session, distill_after_capture
 
     summary = ImportSummary(dry_run=dry_run, transcripts=len(paths))
-    for path in paths:
+
+    def capture(path: Path, batch: CaptureBatch | None) -> None:
         report = capture_session(store, path, project=project, method=method, dry_run=dry_run, distill=False,
-                                 settings=settings)  # fmt: skip
-        summary.with_new_lines += report.lines is not None
-        for record in report.added:
-            summary.added[record.kind] += 1
-        for raw in report.proposed:
-            summary.added[str(raw["kind"])] += 1
-        summary.added.update({f"updated {r.kind}": 1 for r in report.updated})
-        summary.skipped.update(report.skipped)
-        summary.warnings.extend(report.warnings)
-        summary.notices.extend(report.notices)
+                                 settings=settings, batch=batch)  # fmt: skip
+        _count(summary, report)
         if step is not None:
             step(path)
-    if not dry_run and summary.added.get("failure"):
+
+    if dry_run:
+        for item in paths:
+            capture(item, None)
+        return summary
+    batch = CaptureBatch(store)
+    todo = iter(paths)
+    path: Path | None = next(todo, None)
+    while path is not None:
+        store.prepare_write()
+        with state.locked(batch.base):
+            batch.begin()
+            try:
+                while path is not None:
+                    capture(path, batch)
+                    path = next(todo, None)
+                    if batch.full(batch_size, batch_seconds):
+                        break
+            except Exception:
+                batch.flush()  # what the batch captured before the error stays, as it did one at a time
+                raise
+            batch.flush()
+    if summary.added.get("failure"):
         summary.notices.extend(distill_after_capture(store, settings))
     return summary
+
+
+def _count(summary: ImportSummary, report: Any) -> None:
+    summary.with_new_lines += report.lines is not None
+    for record in report.added:
+        summary.added[record.kind] += 1
+    for raw in report.proposed:
+        summary.added[str(raw["kind"])] += 1
+    summary.added.update({f"updated {r.kind}": 1 for r in report.updated})
+    summary.skipped.update(report.skipped)
+    summary.warnings.extend(report.warnings)
+    summary.notices.extend(report.notices)
 
 
 # -- memory files ------------------------------------------------------------------------------------

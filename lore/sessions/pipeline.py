@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,7 @@ from lore.sessions.heuristics import Candidate, Touched
 from lore.sessions.transcript import Chunk, read_new
 from lore.store import Record, Store
 from lore.store.records import format_time, parse_time
+from lore.store.store import Snapshot
 
 if TYPE_CHECKING:
     from lore.settings import Settings
@@ -88,10 +91,12 @@ def rejected_before(store: Store, kind: str, raw: dict[str, Any]) -> bool:
 
 def capture_session(store: Store, path: str | Path, *, project: str | None = None, session_id: str | None = None,
                     method: str | None = None, dry_run: bool = False, distill: bool = True,
-                    settings: Settings | None = None) -> CaptureReport:  # fmt: skip
+                    settings: Settings | None = None, batch: CaptureBatch | None = None) -> CaptureReport:  # fmt: skip
     """Capture what is new in the transcript at ``path`` (see the module docstring).
 
     ``settings``: read from the environment when not given (the CLI and the hooks pass theirs).
+    ``batch``: a ``CaptureBatch`` shared by the captures of one import (its caller holds the
+    capture lock and flushes it); the records and the session's state are written at its flush.
     """
     if settings is None:
         from lore.settings import Settings
@@ -103,11 +108,13 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
     chosen = capture_method(method, settings)
     key = session_id or transcript.stem
     report = CaptureReport(session_id=key, transcript=str(transcript), method=chosen, dry_run=dry_run)
+    if batch is not None and dry_run:
+        raise UsageError("a dry run cannot be batched")  # pragma: no cover - import_transcripts never does
     if not dry_run:
         store.prepare_write()
     base = state.root(store.data_dir)
-    with state.locked(base) if not dry_run else contextlib.nullcontext():
-        saved = state.load(base, key)
+    with state.locked(base) if not dry_run and batch is None else contextlib.nullcontext():
+        saved = batch.load_state(key) if batch is not None else state.load(base, key)
         if saved.get("transcript") not in (None, str(transcript)):
             saved = {}  # the same session id in another file: read it on its own
         marker = state.store_marker(store.data_dir)
@@ -133,7 +140,7 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
             report.warnings.extend(logs)
         else:
             candidates += heuristics.statements(chunk.utterances)
-        writer = _Writer(store, report, key, transcript, project, dry_run, settings.auto_accept)
+        writer = _Writer(store, report, key, transcript, project, dry_run, settings.auto_accept, batch)
         for candidate in candidates:
             writer.write(candidate, chunk)
         touched = Touched.from_state(saved.get("touched"))
@@ -141,12 +148,13 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
         if touched.add([c for c in chunk.calls if c.result is not None], chunk.cwd or saved.get("cwd")) and touched.worth_keeping:
             observation_id = writer.observation(touched, observation_id, chunk)
         if not dry_run:
-            state.save(base, key, {
+            (batch.save_state if batch is not None else partial(state.save, base))(key, {
                 "session_id": key, "transcript": str(transcript), "line": chunk.last_line, "offset": chunk.end_offset,
                 "pending": dict(list({c.id: c.to_state() for c in chunk.calls if c.result is None}.items())[-MAX_PENDING:]),
                 "touched": touched.to_state(), "observation_id": observation_id, "project": project,
                 "cwd": chunk.cwd or saved.get("cwd"), "llm_tokens": _int(saved.get("llm_tokens")) + report.llm_tokens,
-                "updated_at": store.now_iso(), "store": state.store_marker(store.data_dir),
+                "updated_at": store.now_iso(),
+                "store": batch.marker() if batch is not None else state.store_marker(store.data_dir),
             })  # fmt: skip
     if distill and not dry_run and any(r.kind == "failure" for r in report.added):
         report.notices.extend(distill_after_capture(store, settings))
@@ -164,6 +172,168 @@ def distill_after_capture(store: Store, settings: Settings | None = None) -> lis
     return [f"distilled lesson candidate {r.id}: {r.title}" for r in lessons]
 
 
+def _provenance_hashes(snapshot: Snapshot | None) -> set[str]:
+    hashes: set[str] = set()
+    for record in snapshot.records.values() if snapshot else ():
+        provenance = record.raw.get("provenance")
+        if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
+            hashes.add(provenance["hash"])
+    return hashes
+
+
+_MARKER_AFTER_FLUSH = "\0after-flush"
+
+
+class CaptureBatch:
+    """The captures of one import, written together: what ``capture_session`` does per transcript, in batches.
+
+    One store snapshot serves every capture of a batch (and the next batches, while no other
+    process changed the data files) and is kept current: each record a capture stores is
+    added to it at once, so the duplicate, contradiction and "already captured" checks of a
+    later transcript see it exactly as they would see it on disk. ``flush`` then writes the
+    batch's records with one ``Store.add_many`` (one append per JSONL file, one patterns.yaml
+    rewrite, one chained audit append) and only then the batch's capture state: a kill loses
+    at most the batch, and the next import reads its transcripts again (the content hashes
+    skip what was written). The caller holds the capture lock from ``begin`` to ``flush``.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.base = state.root(store.data_dir)
+        self.snapshot = Snapshot()
+        self.hashes: set[str] = set()
+        self.pending: list[tuple[str, dict[str, Any]]] = []
+        self.states: dict[str, dict[str, Any]] = {}
+        self.transcripts = 0
+        self.started = 0.0
+        self._rejected: set[tuple[str, str]] = set()
+        self._ids: set[str] = set()
+        self._marker: str | None = None
+        self._written = False
+        self._signature: list[tuple[str, int, int, int]] | None = None
+
+    def _files_signature(self) -> list[tuple[str, int, int, int]]:
+        from lore.curate.inbox import REJECTED
+
+        found = []
+        for path in [*self.store.source_files(), self.store.path(REJECTED)]:
+            try:
+                info = path.stat()
+            except OSError:
+                continue
+            found.append((str(path), info.st_ino, info.st_size, info.st_mtime_ns))
+        return found
+
+    def begin(self) -> None:
+        """Start a batch: reload the store unless the data files are as the last flush left them."""
+        from lore.curate.inbox import rejected_hashes
+        from lore.store.fileio import data_lock
+
+        self.transcripts, self.started = 0, time.monotonic()
+        self._written = False
+        self._marker = state.store_marker(self.store.data_dir)
+        if self._signature is not None and self._signature == self._files_signature():
+            return
+        if not self.store.exists():
+            self.snapshot, self._rejected, self._signature = Snapshot(), set(), None
+        else:
+            with data_lock(self.store.data_dir):  # the signature is that of the files loaded
+                self.snapshot = self.store.load()
+                self._rejected = rejected_hashes(self.store)
+                self._signature = self._files_signature()
+        self.hashes.clear()
+        self.hashes.update(_provenance_hashes(self.snapshot))
+        self._ids = set(self.snapshot.records)
+
+    def full(self, size: int, seconds: float) -> bool:
+        return self.transcripts >= size or time.monotonic() - self.started >= seconds
+
+    def load_state(self, key: str) -> dict[str, Any]:
+        self.transcripts += 1
+        return dict(self.states[key]) if key in self.states else state.load(self.base, key)
+
+    def save_state(self, key: str, value: dict[str, Any]) -> None:
+        self.states[key] = value
+
+    def marker(self) -> str | None:
+        """The store marker the state would get if written now: none before the store's first write."""
+        return self._marker if self._marker is not None or not (self._written or self.pending) else _MARKER_AFTER_FLUSH
+
+    def rejected_before(self, kind: str, raw: dict[str, Any]) -> bool:
+        from lore.curate.inbox import candidate_text, text_hash
+
+        text = candidate_text(kind, raw)
+        return bool(text.strip()) and (kind, text_hash(text)) in self._rejected
+
+    def add(self, kind: str, raw: dict[str, Any], check: bool) -> tuple[Record, list[str]]:
+        """Check ``raw`` against the snapshot (``DuplicateError`` for a duplicate), then queue it."""
+        from lore.store.records import SCHEMA_VERSION
+
+        notices: list[str] = []
+        if check:
+            from lore.curate.dedup import check_before_write
+
+            notices = check_before_write(self.store, kind, raw, force=False, merge=False, snapshot=self.snapshot).notices
+        raw = {"id": self.store.new_id(kind, self._ids), **raw}
+        raw.setdefault("schema_version", SCHEMA_VERSION)
+        record = Record(kind=kind, id=raw["id"], raw=raw)
+        self._ids.add(record.id)
+        self.snapshot.records[record.id] = record
+        provenance = raw.get("provenance")
+        if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
+            self.hashes.add(provenance["hash"])
+        self.pending.append((kind, raw))
+        return record, notices
+
+    def update(self, record_id: str, mutate: Any, detail: dict[str, Any]) -> Record:
+        """``Store.update`` after writing what is queued (the audit keeps the one-at-a-time order)."""
+        from lore.store.fileio import data_lock
+
+        with data_lock(self.store.data_dir):
+            self._check_foreign()
+            self._write_pending()
+            updated = self.store.update(record_id, mutate, op="capture", detail=detail)
+            self._own_write()
+        self._written = True
+        if self._marker is None:
+            self._marker = state.store_marker(self.store.data_dir)
+        self.snapshot.records[record_id] = updated  # in place: the snapshot keeps the file order
+        provenance = updated.raw.get("provenance")
+        if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
+            self.hashes.add(provenance["hash"])
+        return updated
+
+    def _write_pending(self) -> None:
+        """Write the queued records (the caller holds the data lock)."""
+        if self.pending:
+            self.store.add_many(self.pending, op="capture")
+            self.pending = []
+            self._written = True
+
+    def _check_foreign(self) -> None:
+        """Before a write of ours (data lock held): has another process written since the snapshot?"""
+        if self._signature is not None and self._signature != self._files_signature():
+            self._signature = None  # then the next batch loads the store again
+
+    def _own_write(self) -> None:
+        """After a write of ours: the files are what the snapshot holds, unless another process wrote too."""
+        self._signature = self._files_signature() if self._signature is not None else None
+
+    def flush(self) -> None:
+        """Write the queued records, then the capture state of the batch's sessions."""
+        from lore.store.fileio import data_lock
+
+        with data_lock(self.store.data_dir):
+            self._check_foreign()
+            self._write_pending()
+            self._own_write()
+            marker = state.store_marker(self.store.data_dir)
+            for key, value in self.states.items():
+                if value.get("store") == _MARKER_AFTER_FLUSH:
+                    value["store"] = marker
+                state.save(self.base, key, value)
+            self.states = {}
+
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
@@ -172,16 +342,19 @@ class _Writer:
     """Turns candidates into stored records, skipping what was captured or rejected before."""
 
     def __init__(self, store: Store, report: CaptureReport, session_id: str, transcript: Path, project: str,
-                 dry_run: bool, auto_accept: str) -> None:  # fmt: skip
+                 dry_run: bool, auto_accept: str, batch: CaptureBatch | None = None) -> None:  # fmt: skip
         self.store, self.report, self.session_id, self.auto_accept = store, report, session_id, auto_accept
-        self.transcript, self.project, self.dry_run = transcript, project, dry_run
-        snapshot = store.load() if store.exists() else None
+        self.transcript, self.project, self.dry_run, self.batch = transcript, project, dry_run, batch
+        # The hashes of what is stored (the batch's, kept current), and those this capture has seen.
+        self.stored: set[str] = set()
         self.hashes: set[str] = set()
+        if batch is not None:
+            self.snapshot: Snapshot | None = batch.snapshot
+            self.stored = batch.hashes
+            return
+        snapshot = store.load() if store.exists() else None
         self.snapshot = snapshot
-        for record in snapshot.records.values() if snapshot else ():
-            provenance = record.raw.get("provenance")
-            if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
-                self.hashes.add(provenance["hash"])
+        self.hashes = _provenance_hashes(snapshot)
 
     def _provenance(self, candidate: Candidate, digest: str) -> dict[str, Any]:
         return {"session_id": self.session_id, "transcript": str(self.transcript), "lines": list(candidate.lines),
@@ -197,7 +370,7 @@ class _Writer:
         fields = {k: scrub(v) if isinstance(v, str) else v for k, v in candidate.fields.items()}
         text = scrub(candidate.text)
         digest = candidate_hash(self.session_id, candidate.kind, text)
-        if digest in self.hashes:
+        if digest in self.hashes or digest in self.stored:
             report.skipped["already captured"] += 1
             return
         try:
@@ -206,7 +379,10 @@ class _Writer:
             report.skipped["invalid"] += 1
             report.warnings.append(f"{self.transcript}:{candidate.lines[0]}: {candidate.kind} skipped: {error.message}")
             return
-        if self.store.exists() and rejected_before(self.store, candidate.kind, raw):
+        if self.batch is not None and self.batch.rejected_before(candidate.kind, raw):
+            report.skipped["rejected before"] += 1
+            return
+        if self.batch is None and self.store.exists() and rejected_before(self.store, candidate.kind, raw):
             report.skipped["rejected before"] += 1
             return
         raw["provenance"] = self._provenance(candidate, digest)
@@ -220,6 +396,12 @@ class _Writer:
                     check_before_write(self.store, candidate.kind, raw, force=False, merge=False)
                 report.proposed.append({"kind": candidate.kind, **raw})
                 report.redactions.extend(scrub.kinds)
+                return
+            if self.batch is not None:
+                record, notices = self.batch.add(candidate.kind, raw, check)
+                report.added.append(record)
+                report.redactions.extend(scrub.kinds)
+                report.notices.extend(n.replace("{new_id}", record.id) for n in notices)
                 return
             result = store_record(self.store, candidate.kind, raw, scrub, WriteOptions(check_duplicates=check), op="capture")
         except DuplicateError as error:
@@ -279,7 +461,7 @@ class _Writer:
         text = scrub(touched.text(self.session_id, self.project))
         candidate = Candidate("observation", {"content": text}, text, (touched.first_line, touched.last_line))
         digest = candidate_hash(self.session_id, "observation", text)
-        if digest in self.hashes:
+        if digest in self.hashes or digest in self.stored:
             self.report.skipped["already captured"] += 1
             return record_id
         current = self.snapshot.records.get(record_id) if self.snapshot and record_id else None
@@ -290,7 +472,11 @@ class _Writer:
                 raw["content"] = text
                 raw["provenance"] = provenance
 
-            self.report.updated.append(self.store.update(current.id, mutate, op="capture", detail={"session": self.session_id}))
+            if self.batch is not None:
+                updated = self.batch.update(current.id, mutate, detail={"session": self.session_id})
+            else:
+                updated = self.store.update(current.id, mutate, op="capture", detail={"session": self.session_id})
+            self.report.updated.append(updated)
             self.report.redactions.extend(scrub.kinds)
             self.hashes.add(digest)
             return current.id
