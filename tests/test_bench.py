@@ -176,3 +176,25 @@ def test_soak_section_runs_and_renders(isolated: Path) -> None:
     out = io.StringIO()
     render({"machine": {}, "soak": {**soaked, "records": len(raws)}}, Console(file=out, width=140))
     assert "Helper soak: 20 prompts and 2 writes at 60 decisions" in out.getvalue()
+
+
+def test_the_whole_process_refresh_figure_first_ends_helpers_serving_its_index(tmp_path, monkeypatch) -> None:
+    """A helper left by another section refreshed the index behind the measured `lore index` (a failed run)."""
+    import subprocess
+
+    from lore.bench.indexing import stop_helpers_of
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+
+    data_dir = tmp_path / "demo"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "data", data_dir)
+    locations = Locations.resolve(data_dir)
+    IndexManager(locations).build()
+    monkeypatch.delenv("LORE_SERVER", raising=False)
+    monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("LORE_INDEX_DIR", str(locations.index_dir))
+    started = subprocess.run([sys.executable, "-m", "lore", "server", "start", "--idle", "60"],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert stop_helpers_of(locations.index_dir) == 1
+    assert stop_helpers_of(locations.index_dir) == 0  # none left
