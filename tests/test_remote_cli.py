@@ -130,3 +130,26 @@ def test_a_record_written_after_the_helper_loaded_is_found(helper: Locations) ->
     found = lore("search", "zanzibar threshold", "--json")
     assert found.returncode == 0, found.stderr
     assert any("zanzibar" in h["title"].lower() for h in orjson.loads(found.stdout)["results"])
+
+
+# The client side in a fresh interpreter: what it imports while the helper answers.
+REMOTE_AND_MODULES = """
+import json, sys
+from lore.agent.remote import run_remote
+code = run_remote(sys.argv[1:])
+sys.stdout.flush()
+avoidable = sorted(m for m in ("typing", "socket", "selectors", "orjson", "numpy", "rich", "typer",
+                               "lore.cli", "lore.search") if m in sys.modules)
+sys.stderr.write(json.dumps({"code": code, "avoidable": avoidable}))
+"""
+
+
+def test_the_client_side_imports_only_what_it_needs(helper: Locations) -> None:
+    # typing and the socket wrapper cost the warm hook and each terminal search ~3 ms apiece.
+    before = answered_by_helper(helper)
+    done = subprocess.run([sys.executable, "-c", REMOTE_AND_MODULES, "search", QUERY, "--json"], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["results"]
+    assert orjson.loads(done.stderr) == {"code": 0, "avoidable": []}
+    wait_until_answered(helper, before + 1)

@@ -83,9 +83,12 @@ def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path |
     if remaining <= 0.01:
         return None
     try:
-        import socket  # (with selectors: ~2 ms) only when a helper's socket is there to ask
+        # The C module, not `socket`: its wrapper (with selectors, enum and array) costs ~3 ms
+        # to import, and the warm hook and every terminal search the helper answers pay it.
+        import _socket
 
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             client.settimeout(remaining)
             client.connect(str(paths["socket"]))
             client.sendall(json.dumps(request).encode() + b"\n")
@@ -96,6 +99,8 @@ def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path |
                 if not chunk:
                     break
                 data += chunk
+        finally:
+            client.close()
     except (OSError, TimeoutError):
         return None
     try:
