@@ -41,19 +41,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    HANDOFF,
     PROMPT,
     PROMPT_BLOCK,
-    SESSION_BLOCK,
     TOOL_PROMPT,
-    TRIVIAL_PROMPT,
+    Agent,
     Failed,
     Run,
     check,
+    corrupt_index_never_blocks,
+    missing_data_dir_never_blocks,
     npm_install,
     run_e2e,
+    session_start_arrives,
+    trivial_prompt_gets_nothing,
 )
-from fake_openai import FakeOpenAI, Recorded, Reply, function_outputs, request_text
+from fake_openai import DEFAULT_TEXT, FakeOpenAI, Recorded, Reply, function_outputs, request_text
 
 CODEX_VERSION = "0.169.0"
 PACKAGE = f"@openai/codex@{CODEX_VERSION}"
@@ -237,12 +239,12 @@ def trust_hooks(run: CodexRun) -> str:
 
 
 def scenarios(run: CodexRun, api: FakeOpenAI, ids: dict[str, str]) -> None:
+    agent = Agent("codex", run, lambda prompt, env: run.codex_exec(prompt, env=env), api.reset,
+                  lambda prompt: main_request(api, prompt), request_text, DEFAULT_TEXT)  # fmt: skip
+
     def untrusted_hooks_do_not_run() -> str:
-        api.reset()
-        done, _ = run.codex_exec(PROMPT)
-        check(done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-800:]}")
-        check("OK from the fake OpenAI" in done.stdout, f"unexpected answer {done.stdout[:200]!r}")
-        text = request_text(main_request(api, PROMPT).body)
+        done, request, _ = agent.asked(PROMPT)
+        text = request_text(request.body)
         check("lore-memory" not in text, "an untrusted hook's context reached the model")
         check("hook: UserPromptSubmit" not in done.stderr, "Codex ran an untrusted hook")
         # The machine may have no network: a request Codex tried beyond the fake shows up in its log.
@@ -251,22 +253,13 @@ def scenarios(run: CodexRun, api: FakeOpenAI, ids: dict[str, str]) -> None:
         return "answered; no hook ran, nothing injected; no request beyond 127.0.0.1 in Codex's log"
 
     def prompt_gets_context() -> str:
-        api.reset()
-        done, _ = run.codex_exec(PROMPT)
-        check(done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-800:]}")
-        check("OK from the fake OpenAI" in done.stdout, f"unexpected answer {done.stdout[:200]!r}")
+        done, request, _ = agent.asked(PROMPT)
         check("hook: UserPromptSubmit Completed" in done.stderr, f"the prompt hook did not run: {done.stderr[-600:]}")
-        request = main_request(api, PROMPT)
         text = request_text(request.body)
         check("<lore-memory" in text and PROMPT_BLOCK in text, "the UserPromptSubmit block is not in the request")
         check(ids["decision"] in text, "the matching record is not in it")
         check(request.streamed, "the request was not streamed")
         return f"{ids['decision']} in the request ({len(text):,} chars sent)"
-
-    def session_start_arrives() -> str:
-        text = request_text(main_request(api, PROMPT).body)
-        check(SESSION_BLOCK in text and HANDOFF in text, "the SessionStart block (handoff) is not in the request")
-        return "the project's handoff reached the model"
 
     def function_call_gets_lore_results() -> str:
         api.reset()
@@ -282,34 +275,6 @@ def scenarios(run: CodexRun, api: FakeOpenAI, ids: dict[str, str]) -> None:
         run.figures["mcp search function_call_output chars"] = len(payload)
         return f"function_call_output holds {ids['decision']} ({len(payload):,} chars)"
 
-    def trivial_prompt_gets_nothing() -> str:
-        api.reset()
-        done, _ = run.codex_exec(TRIVIAL_PROMPT)
-        check(done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-800:]}")
-        check(PROMPT_BLOCK not in request_text(main_request(api, TRIVIAL_PROMPT).body), "context for a trivial prompt")
-        return "no prompt block"
-
-    def missing_data_dir_never_blocks() -> str:
-        api.reset()
-        missing = run.root / "no-such-data-dir"
-        done, _ = run.codex_exec(PROMPT, env={"LORE_DATA_DIR": str(missing)})
-        check(done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-800:]}")
-        check("OK from the fake OpenAI" in done.stdout, f"no answer: {done.stdout[:200]!r}")
-        check("lore-memory" not in request_text(main_request(api, PROMPT).body), "lore injected without a data dir")
-        check(not missing.exists(), "a hook created the missing data dir")
-        return "answered; nothing injected; nothing created"
-
-    def corrupt_index_never_blocks() -> str:
-        run.stop_helpers()
-        run.corrupt_index()
-        api.reset()
-        done, started = run.codex_exec(PROMPT, env={"LORE_SERVER": "off"})
-        check(done.returncode == 0, f"codex exited {done.returncode}: {done.stderr[-800:]}")
-        check("OK from the fake OpenAI" in done.stdout, f"no answer: {done.stdout[:200]!r}")
-        request = main_request(api, PROMPT)
-        check(PROMPT_BLOCK not in request_text(request.body), "context from a corrupt index")
-        return f"answered; request {1000 * (request.at - started):.0f} ms after start; nothing injected"
-
     run.step("untrusted hooks do not run", untrusted_hooks_do_not_run)
     run.step("the user trusts lore's hooks (Codex's hooks/list + config/batchWrite)", lambda: trust_hooks(run))
     # A helper is usually warm by the time a person types (a session start spawned it):
@@ -317,11 +282,11 @@ def scenarios(run: CodexRun, api: FakeOpenAI, ids: dict[str, str]) -> None:
     # whether a cold prompt hook fits its 400 ms deadline on a busy CI machine.
     run.lore_cli("server", "start")
     run.step("UserPromptSubmit block reaches the model", prompt_gets_context)
-    run.step("SessionStart context arrives", session_start_arrives)
+    run.step("SessionStart context arrives", lambda: session_start_arrives(agent))
     run.step("function_call of lore's search gets lore's results", function_call_gets_lore_results)
-    run.step("trivial prompt gets nothing", trivial_prompt_gets_nothing)
-    run.step("missing data dir never blocks", missing_data_dir_never_blocks)
-    run.step("corrupt index never blocks", corrupt_index_never_blocks)
+    run.step("trivial prompt gets nothing", lambda: trivial_prompt_gets_nothing(agent))
+    run.step("missing data dir never blocks", lambda: missing_data_dir_never_blocks(agent))
+    run.step("corrupt index never blocks", lambda: corrupt_index_never_blocks(agent))
     gets = sorted(set(api.gets))
     if gets:
         run.figures["GET paths asked of the fake"] = gets

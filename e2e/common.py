@@ -1,4 +1,5 @@
-"""What the real-client tests share: a lore store in a temporary HOME, the steps and their report, npm installs."""
+"""What the real-client tests share: a lore store in a temporary HOME, the steps and their report, npm installs,
+and the checks every agent's test makes the same way (``Agent`` and the scenario functions)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from fake_http import Recorded
 
 PROMPT = "How should the billing service pool its Postgres connections? Think about PgBouncer."
 TOOL_PROMPT = "TOOLCHECK: look up in lore what we decided about Postgres connection pooling."
@@ -189,3 +193,75 @@ def run_e2e(name: str, npm_prefix_env: str, start: Callable[[Path, Path], Run], 
         else:
             shutil.rmtree(root, ignore_errors=True)
     return run.summary()
+
+
+@dataclass
+class Agent:
+    """What the shared checks need to know of one agent's test: how to ask its CLI, and what reached the model."""
+
+    name: str  # its command, for messages
+    run: Run
+    ask: Callable[[str, dict[str, str] | None], tuple[subprocess.CompletedProcess[str], float]]  # (prompt, env)
+    reset: Callable[[], None]  # forget the fake API's recorded requests
+    request: Callable[[str], Recorded]  # the recorded request to the model that carried this prompt
+    text: Callable[[dict[str, Any]], str]  # what a request's body shows the model, as one string
+    answer: str  # the fake model's default answer: the CLI printing it shows the turn completed
+
+    def asked(self, prompt: str, env: dict[str, str] | None = None) -> Asked:
+        """Ask ``prompt`` afresh (the CLI must answer it and exit 0): what the CLI did, the request that carried it."""
+        self.reset()
+        done, started = self.ask(prompt, env)
+        check(done.returncode == 0, f"{self.name} exited {done.returncode}: {done.stderr[-800:]}")
+        check(self.answer in done.stdout, f"unexpected answer {done.stdout[:200]!r}")
+        return Asked(done, self.request(prompt), started)
+
+
+class Asked(NamedTuple):
+    done: subprocess.CompletedProcess[str]
+    request: Recorded  # the request to the model that carried the prompt
+    started: float  # time.time() when the CLI was started
+
+
+def session_start_arrives(agent: Agent) -> str:
+    """The SessionStart block (the project's handoff) in the request of the session just run for ``PROMPT``."""
+    text = agent.text(agent.request(PROMPT).body)
+    check(SESSION_BLOCK in text and HANDOFF in text, "the SessionStart block (handoff) is not in the request")
+    return "the project's handoff reached the model"
+
+
+def trivial_prompt_gets_nothing(agent: Agent) -> str:
+    text = agent.text(agent.asked(TRIVIAL_PROMPT).request.body)
+    check(PROMPT_BLOCK not in text, "the prompt hook injected context into a trivial prompt")
+    return "no prompt block (the session block still arrives)" if SESSION_BLOCK in text else "no prompt block"
+
+
+def missing_data_dir_never_blocks(agent: Agent) -> str:
+    missing = agent.run.root / "no-such-data-dir"
+    request = agent.asked(PROMPT, {"LORE_DATA_DIR": str(missing)}).request
+    # "lore-memory", not "<lore-memory": some agents escape the hook's context (&lt;lore-memory).
+    check("lore-memory" not in agent.text(request.body), "lore injected something without a data dir")
+    check(not missing.exists(), "a hook created the missing data dir")
+    return "answered; nothing injected; nothing created"
+
+
+def corrupt_index_never_blocks(agent: Agent, servers: Sequence[str | None] = ("off",)) -> str:
+    """Garbage in the live index: the prompt still reaches the model, for each ``LORE_SERVER`` in ``servers``.
+
+    ``off``: the prompt hook answers in-process and must inject nothing. ``None`` (unset,
+    as installed): the helper a hook starts may rebuild the index first (the block is back).
+    """
+    run = agent.run
+    run.stop_helpers()
+    run.corrupt_index()
+    details = []
+    for server in servers:
+        _, request, started = agent.asked(PROMPT, {"LORE_SERVER": server} if server is not None else None)
+        injected = PROMPT_BLOCK in agent.text(request.body)
+        check(server != "off" or not injected, "context from a corrupt index (LORE_SERVER=off)")
+        label = f"LORE_SERVER={server}" if server is not None else "helper as installed"
+        details.append(f"{label}: answered, request {1000 * (request.at - started):.0f} ms after start, "
+                       f"{'context injected (rebuilt)' if injected else 'nothing injected'}")  # fmt: skip
+        run.stop_helpers()
+    log = run.root / "cache" / "hook.log"
+    check(log.exists() and log.read_text().strip(), "the hook logged nothing about the corrupt index")
+    return "; ".join(details)

@@ -21,7 +21,7 @@ from typing import Any
 
 from fake_http import FakeServer, Handler, Recorded
 
-__all__ = ["FakeAnthropic", "Recorded", "Reply", "last_user_text", "request_text"]
+__all__ = ["DEFAULT_TEXT", "FakeAnthropic", "Recorded", "Reply", "last_user_text", "request_text"]
 
 DEFAULT_TEXT = "OK from the fake model."
 

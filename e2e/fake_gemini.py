@@ -16,7 +16,7 @@ from typing import Any
 
 from fake_http import FakeServer, Handler, Recorded
 
-__all__ = ["FakeGemini", "Recorded", "Reply", "last_user_text", "request_text"]
+__all__ = ["DEFAULT_TEXT", "FakeGemini", "Recorded", "Reply", "last_user_text", "request_text"]
 
 DEFAULT_TEXT = "OK from the fake Gemini."
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from fake_http import FakeServer, Handler, Recorded
 
-__all__ = ["FakeOpenAI", "Recorded", "Reply", "function_outputs", "request_text"]
+__all__ = ["DEFAULT_TEXT", "FakeOpenAI", "Recorded", "Reply", "function_outputs", "request_text"]
 
 DEFAULT_TEXT = "OK from the fake OpenAI."
 

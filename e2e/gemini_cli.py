@@ -34,19 +34,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    HANDOFF,
     PROMPT,
     PROMPT_BLOCK,
-    SESSION_BLOCK,
     TOOL_PROMPT,
-    TRIVIAL_PROMPT,
+    Agent,
     Run,
     check,
+    corrupt_index_never_blocks,
+    missing_data_dir_never_blocks,
     node_path,
     npm_install,
     run_e2e,
+    session_start_arrives,
+    trivial_prompt_gets_nothing,
 )
-from fake_gemini import FakeGemini, Recorded, Reply, last_user_text, request_text
+from fake_gemini import DEFAULT_TEXT, FakeGemini, Recorded, Reply, last_user_text, request_text
 
 GEMINI_VERSION = "0.61.0"
 PACKAGE = f"@google/gemini-cli@{GEMINI_VERSION}"
@@ -105,21 +107,15 @@ def install(run: GeminiRun) -> str:
 
 
 def scenarios(run: GeminiRun, api: FakeGemini, ids: dict[str, str]) -> None:
+    agent = Agent("gemini", run, lambda prompt, env: run.gemini_p(api, prompt, env=env), api.reset,
+                  lambda prompt: main_request(api, prompt), request_text, DEFAULT_TEXT)  # fmt: skip
+
     def prompt_gets_context() -> str:
-        api.reset()
-        done, _ = run.gemini_p(api, PROMPT)
-        check(done.returncode == 0, f"gemini exited {done.returncode}: {done.stderr[-800:]}")
-        check("OK from the fake Gemini" in done.stdout, f"unexpected answer {done.stdout[:200]!r}")
-        text = request_text(main_request(api, PROMPT).body)
+        text = request_text(agent.asked(PROMPT).request.body)
         # Gemini escapes < and > in hook context and wraps it in <hook_context>.
         check("&lt;lore-memory" in text and PROMPT_BLOCK in text, "the BeforeAgent block is not in the request")
         check(ids["decision"] in text, "the matching record is not in it")
         return f"{ids['decision']} in the request ({len(text):,} chars sent)"
-
-    def session_start_arrives() -> str:
-        text = request_text(main_request(api, PROMPT).body)
-        check(SESSION_BLOCK in text and HANDOFF in text, "the SessionStart block (handoff) is not in the request")
-        return "the project's handoff reached the model"
 
     def function_call_gets_lore_results() -> str:
         api.reset()
@@ -137,44 +133,17 @@ def scenarios(run: GeminiRun, api: FakeGemini, ids: dict[str, str]) -> None:
         run.figures["mcp search functionResponse chars"] = len(payload)
         return f"functionResponse holds {ids['decision']} ({len(payload):,} chars)"
 
-    def trivial_prompt_gets_nothing() -> str:
-        api.reset()
-        done, _ = run.gemini_p(api, TRIVIAL_PROMPT)
-        check(done.returncode == 0, f"gemini exited {done.returncode}: {done.stderr[-800:]}")
-        check(PROMPT_BLOCK not in request_text(main_request(api, TRIVIAL_PROMPT).body), "context for a trivial prompt")
-        return "no prompt block"
-
-    def missing_data_dir_never_blocks() -> str:
-        api.reset()
-        missing = run.root / "no-such-data-dir"
-        done, _ = run.gemini_p(api, PROMPT, env={"LORE_DATA_DIR": str(missing)})
-        check(done.returncode == 0, f"gemini exited {done.returncode}: {done.stderr[-800:]}")
-        check("lore-memory" not in request_text(main_request(api, PROMPT).body), "lore injected without a data dir")
-        check(not missing.exists(), "a hook created the missing data dir")
-        return "answered; nothing injected; nothing created"
-
-    def corrupt_index_never_blocks() -> str:
-        run.stop_helpers()
-        run.corrupt_index()
-        api.reset()
-        done, started = run.gemini_p(api, PROMPT, env={"LORE_SERVER": "off"})
-        check(done.returncode == 0, f"gemini exited {done.returncode}: {done.stderr[-800:]}")
-        check("OK from the fake Gemini" in done.stdout, f"no answer: {done.stdout[:200]!r}")
-        request = main_request(api, PROMPT)
-        check(PROMPT_BLOCK not in request_text(request.body), "context from a corrupt index")
-        return f"answered; request {1000 * (request.at - started):.0f} ms after start; nothing injected"
-
     # A helper is usually warm by the time a person types (a session start spawned it):
     # start it the way `lore server start` does, so the checks below do not depend on
     # whether a cold prompt hook fits its 400 ms deadline on a busy CI machine. The
     # cold first prompt is measured by the timings and by `lore bench --only firstprompt`.
     run.lore_cli("server", "start")
     run.step("BeforeAgent block reaches the model", prompt_gets_context)
-    run.step("SessionStart context arrives", session_start_arrives)
+    run.step("SessionStart context arrives", lambda: session_start_arrives(agent))
     run.step("functionCall of lore's search gets lore's results", function_call_gets_lore_results)
-    run.step("trivial prompt gets nothing", trivial_prompt_gets_nothing)
-    run.step("missing data dir never blocks", missing_data_dir_never_blocks)
-    run.step("corrupt index never blocks", corrupt_index_never_blocks)
+    run.step("trivial prompt gets nothing", lambda: trivial_prompt_gets_nothing(agent))
+    run.step("missing data dir never blocks", lambda: missing_data_dir_never_blocks(agent))
+    run.step("corrupt index never blocks", lambda: corrupt_index_never_blocks(agent))
 
 
 def main() -> int:
