@@ -138,7 +138,7 @@ def _text_events(text: str, index: int) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _events(reply: Reply, message_id: str, model: str) -> list[tuple[str, dict[str, Any]]]:
-    start = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
+    start: dict[str, Any] = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
              "stop_reason": None, "stop_sequence": None, "usage": _usage()}  # fmt: skip
     events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
     if reply.tool_name:

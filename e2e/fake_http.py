@@ -88,7 +88,7 @@ class FakeServer:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"  # host is a str for an AF_INET server (typeshed allows bytes)
 
     def __enter__(self) -> Self:
         self.thread.start()
