@@ -97,7 +97,7 @@ def resume(
     project = st.current_project()
     from lore.agent.session import latest_handoff
 
-    latest = latest_handoff(store.load(), project)
+    latest = latest_handoff(store.load(kinds=("handoff",)), project)
     if latest is None:
         raise NotFoundError(f"no handoff for project {project!r}", hint="leave one with `lore handoff TEXT --next ...`")
     if as_json:

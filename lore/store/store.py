@@ -35,6 +35,7 @@ from lore.store.layout import (
 )
 from lore.store.readers import FileRead, LoadWarning, read_json, read_jsonl, read_patterns_yaml
 from lore.store.records import (
+    KINDS,
     RELATIONS,
     SCHEMA_VERSION,
     Record,
@@ -44,6 +45,11 @@ from lore.store.records import (
 )
 from lore.store.validate import check_record
 
+# The kinds patterns.yaml holds (its sections and its items' kind field decide which).
+_PATTERN_KINDS = frozenset({"pattern", "anti_pattern", "lesson"})
+# The JSONL files in the order a load reads them (before patterns.yaml and the session files).
+_JSONL_LOAD_ORDER = (("decision", DECISIONS), ("failure", FAILURES), ("observation", OBSERVATIONS),
+                     ("observation", SIGNALS))  # fmt: skip
 JSONL_FILES = {"decision": DECISIONS, "failure": FAILURES, "observation": OBSERVATIONS}
 PATTERN_SECTIONS = {"pattern": "patterns", "lesson": "patterns", "anti_pattern": "anti_patterns"}
 NODE_TYPES = {
@@ -286,7 +292,24 @@ class Store:
         return created
 
     # -- load ------------------------------------------------------------------
-    def load(self) -> Snapshot:
+    def load(self, kinds: Iterable[str] | None = None) -> Snapshot:
+        """Every record and edge; with ``kinds``, only the records of those kinds, and no edges.
+
+        ``kinds`` skips the files before the first that can hold them (a read-only view
+        for a hook: the session-start block needs the handoffs and lessons, which come
+        last, not 50,000 decisions, which took ~1 s to read). A later file wins an id
+        (the original Lore appended new versions), so every file after that first one is
+        still read: the records returned are exactly those a whole load has of those kinds.
+        """
+        wanted = None if kinds is None else frozenset(kinds)
+        unknown = (wanted or frozenset()) - frozenset(KINDS)
+        if unknown:
+            raise UsageError(f"unknown record types {sorted(unknown)}")
+        # The files in load order (the JSONL files, patterns.yaml, the session files) and the
+        # kinds each holds; reading starts at the first that holds a wanted kind.
+        held = [*(frozenset({kind}) for kind, _ in _JSONL_LOAD_ORDER), _PATTERN_KINDS, frozenset({"handoff"})]
+        first = 0 if wanted is None else next((i for i, kinds_in in enumerate(held) if kinds_in & wanted), len(held))
+        patterns_at, sessions_at = len(_JSONL_LOAD_ORDER), len(_JSONL_LOAD_ORDER) + 1
         snapshot = Snapshot()
         seen: dict[str, tuple[Path, int | None]] = {}
 
@@ -313,28 +336,33 @@ class Store:
             if not read.complete:
                 snapshot.incomplete_files.add(read.path)
 
-        for kind, relative in (("decision", DECISIONS), ("failure", FAILURES), ("observation", OBSERVATIONS),
-                               ("observation", SIGNALS)):  # fmt: skip
+        for position, (kind, relative) in enumerate(_JSONL_LOAD_ORDER):
+            if position < first:
+                continue
             read = read_jsonl(self.path(relative))
             absorb(read)
             for line, raw in read.items:
                 take(kind, raw, read, line)
 
-        read = read_patterns_yaml(self.path(PATTERNS))
-        absorb(read)
-        for line, item in read.items:
-            section = item.pop("__section__")
-            take(record_kind_for_pattern_item(item, section), item, read, line)
+        if first <= patterns_at:
+            read = read_patterns_yaml(self.path(PATTERNS))
+            absorb(read)
+            for line, item in read.items:
+                section = item.pop("__section__")
+                take(record_kind_for_pattern_item(item, section), item, read, line)
 
         sessions = self.path(SESSIONS)
-        if sessions.is_dir():
+        if first <= sessions_at and sessions.is_dir():
             for session_file in sorted(sessions.glob("*.json")):
                 read = read_json(session_file)
                 absorb(read)
                 for line, raw in read.items:
                     take("handoff", raw, read, line, fallback_id=session_file.stem)
 
-        self._load_graph(snapshot)
+        if wanted is None:
+            self._load_graph(snapshot)
+        else:  # the files read hold other kinds too
+            snapshot.records = {key: record for key, record in snapshot.records.items() if record.kind in wanted}
         return snapshot
 
     def _load_graph(self, snapshot: Snapshot) -> None:
