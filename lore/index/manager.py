@@ -173,22 +173,21 @@ class IndexManager:
                 # reader that checked it also serves the delta refresh (the parts it loaded).
                 reader, damage = (None, None) if full else self._loaded(directory, meta)
                 try:
-                    if damage is not None:
-                        warnings.append(f"{damage.message}; rebuilt it")
-                    elif reason is None:
+                    if damage is None and reason is None:
                         return BuildReport("up-to-date", meta.records, seconds=time.perf_counter() - started,
                                            embeddings=meta.embeddings)  # fmt: skip
-                    elif not full:
-                        appended = delta.append(self.data_dir, directory, meta, reader)
-                        if appended is not None:
-                            delta.commit(directory, appended[0], meta)
-                            appended[1].embeddings = appended[0].embeddings
-                            appended[1].seconds = time.perf_counter() - started
-                            return appended[1]
+                    appended = None if damage is not None or full else delta.append(self.data_dir, directory, meta, reader)
                 finally:
                     if reader is not None:
                         reader.close()
-                if damage is None and not full and reason is not None:
+                if damage is not None:
+                    warnings.append(f"{damage.message}; rebuilt it")
+                elif appended is not None:
+                    delta.commit(directory, appended[0], meta)
+                    appended[1].embeddings = appended[0].embeddings
+                    appended[1].seconds = time.perf_counter() - started
+                    return appended[1]
+                elif not full:
                     report = self.builder.incremental(directory, meta, progress)
                     if report is not None:
                         report.seconds = time.perf_counter() - started
