@@ -172,13 +172,16 @@ def distill_after_capture(store: Store, settings: Settings | None = None) -> lis
     return [f"distilled lesson candidate {r.id}: {r.title}" for r in lessons]
 
 
+def _provenance_hash(raw: dict[str, Any]) -> str | None:
+    """The content hash a captured record carries (what "already captured" compares), or None."""
+    provenance = raw.get("provenance")
+    found = provenance.get("hash") if isinstance(provenance, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def _provenance_hashes(snapshot: Snapshot | None) -> set[str]:
-    hashes: set[str] = set()
-    for record in snapshot.records.values() if snapshot else ():
-        provenance = record.raw.get("provenance")
-        if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
-            hashes.add(provenance["hash"])
-    return hashes
+    found = (_provenance_hash(record.raw) for record in snapshot.records.values()) if snapshot else ()
+    return {digest for digest in found if digest is not None}
 
 
 _MARKER_AFTER_FLUSH = "\0after-flush"
@@ -279,9 +282,8 @@ class CaptureBatch:
         record = Record(kind=kind, id=raw["id"], raw=raw)
         self._ids.add(record.id)
         self.snapshot.records[record.id] = record
-        provenance = raw.get("provenance")
-        if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
-            self.hashes.add(provenance["hash"])
+        if (digest := _provenance_hash(raw)) is not None:
+            self.hashes.add(digest)
         self.pending.append((kind, raw))
         return record, notices
 
@@ -298,9 +300,8 @@ class CaptureBatch:
         if self._marker is None:
             self._marker = state.store_marker(self.store.data_dir)
         self.snapshot.records[record_id] = updated  # in place: the snapshot keeps the file order
-        provenance = updated.raw.get("provenance")
-        if isinstance(provenance, dict) and isinstance(provenance.get("hash"), str):
-            self.hashes.add(provenance["hash"])
+        if (digest := _provenance_hash(updated.raw)) is not None:
+            self.hashes.add(digest)
         return updated
 
     def _write_pending(self) -> None:
