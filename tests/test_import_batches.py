@@ -174,3 +174,13 @@ def test_an_import_sees_what_another_process_wrote_between_its_batches(tmp_path:
     lessons = [r.raw["rule"] for r in store.load().records.values() if r.kind == "lesson"]
     assert proposed[0]["rule"] not in lessons and lessons
     assert audit.verify(store.data_dir)[1] is None
+
+
+def test_the_cli_batch_default_is_the_library_default() -> None:
+    # Written twice: the CLI module must not import the capture code to register its options.
+    import inspect
+
+    from lore.cli.cmd_import import import_claude_code
+    from lore.sessions.claude_code import BATCH_TRANSCRIPTS
+
+    assert inspect.signature(import_claude_code).parameters["batch"].default.default == BATCH_TRANSCRIPTS

@@ -100,7 +100,8 @@ def import_claude_code(
     project: str | None = typer.Option(None, "--project", help="Only this project's sessions (its name or directory)."),
     since: str | None = typer.Option(None, "--since", help="Only transcripts written since this date (2026-01-31, 7d, ...)."),
     dry_run: bool = DRY_RUN,
-    batch: int = typer.Option(50, "--batch", min=1, help="Transcripts written together (a killed import reads its last batch again)."),
+    batch: int = typer.Option(50, "--batch", min=1,  # lore.sessions.claude_code.BATCH_TRANSCRIPTS (a test pins them)
+                               help="Transcripts written together (a killed import reads its last batch again)."),
 ) -> None:
     """Backfill candidates from Claude Code's session transcripts (~/.claude/projects); idempotent, resumable."""
     from datetime import UTC, datetime
