@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -153,14 +152,10 @@ class Run:
 
     def stop_helpers(self) -> None:
         """Stop the warm helper the session-start hooks spawned (and anything else serving this index)."""
+        from lore.bench.indexing import stop_helpers_of
+
         subprocess.run([*self.lore, "server", "stop"], env=self.base_env, capture_output=True, timeout=60, check=False)
-        marker = f"LORE_INDEX_DIR={self.index}".encode()
-        for proc in Path("/proc").glob("[0-9]*"):
-            try:
-                if marker in (proc / "environ").read_bytes().split(b"\0") and b"server" in (proc / "cmdline").read_bytes():
-                    os.kill(int(proc.name), signal.SIGTERM)
-            except OSError:
-                continue
+        stop_helpers_of(self.index)  # and any other process serving this index that it did not reach
 
     def summary(self) -> int:
         failed = [name for name, ok, _ in self.results if not ok]
