@@ -270,13 +270,16 @@ class Lore:
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
         """The agent-ready block of the most relevant memories within a token budget (as `lore context`)."""
-        from lore.context import CHARS_PER_TOKEN, assemble
+        from lore.context import CHARS_PER_TOKEN, TERMINAL, block_for
+        from lore.rank import null
 
         if budget_tokens < 10 or max_items < 1:
             raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
         # A context block is what an agent is handed: candidates awaiting review never go in it.
         response = self._search(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
-        return assemble(response, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items)
+        reader = self._session.reader if self._session is not None else None
+        return block_for(response, TERMINAL._replace(budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items),
+                         project=self.project, null=null.load(reader.directory if reader else None))  # fmt: skip
 
     def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> RankedResponse:
         from lore.paths import require_data_dir

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
+from lore.index import analysis
+from lore.rank import inject
 from lore.rank.fusion import RELEVANCE_SHARPNESS
 from lore.rank.pipeline import SearchResponse
 from lore.rank.stages import Candidate
@@ -34,6 +36,12 @@ CHARS_PER_TOKEN = 4
 # (A share of 0.1 of the sharpened score would have dropped 7 of those 107 answers.)
 MIN_SHARE_OF_TOP = 0.35
 SUMMARY_PREFIX = "Summary: "
+# An item's text at most: its title plus the sentences of its body that match the query.
+# Five items of this size fill the hook's 1,500 characters; a 600-character rationale
+# used to fill the budget after a median of two items (issue: ranks 3-5 never arrived).
+ITEM_TEXT_CHARS = 230
+# Two items whose titles share this share of their terms say the same thing: the second goes.
+NEAR_IDENTICAL_TITLES = 0.8
 
 
 class ContextItem(NamedTuple):
@@ -79,6 +87,61 @@ def defang(text: str) -> str:
 
 def _item_text(hit: Candidate) -> str:
     return defang(one_line(strip_control(hit.summary or hit.title)))
+
+
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+
+
+def snippet(hit: Candidate, query_terms: set[str], term_idf: dict[str, float], limit: int = ITEM_TEXT_CHARS) -> str:
+    """The title, then the body's sentences that hold the query's rarest words, within ``limit``.
+
+    A rationale's first sentences are rarely the ones a prompt needs; the sentence that
+    shares the prompt's words is. Sentences keep their order in the body; with none
+    that matches, the body's beginning follows the title (as the record's summary would).
+    """
+    title = one_line(strip_control(hit.title)) or one_line(strip_control(hit.summary))
+    body = hit.content
+    if body.startswith(hit.title):
+        body = body[len(hit.title):]
+    body = body.strip()
+    if len(title) >= limit - MIN_ITEM_TEXT or not body:
+        return defang(shorten(title, limit) or title[:limit])
+    title_terms = set(analysis.terms(title))
+    scored = []
+    for position, sentence in enumerate(s for s in _SENTENCE.split(body) if s.strip()):
+        terms = set(analysis.terms(sentence)) & query_terms
+        gain = sum(term_idf.get(t, 0.0) for t in terms - title_terms)
+        if gain > 0:
+            scored.append((gain, position, one_line(strip_control(sentence))))
+    room = limit - len(title) - 3
+    picked = []
+    for _gain, position, sentence in sorted(scored, key=lambda g: (-g[0], g[1])):
+        if room < MIN_ITEM_TEXT:
+            break
+        piece = sentence if len(sentence) <= room else shorten(sentence, room)
+        if len(piece) < MIN_ITEM_TEXT:
+            continue
+        picked.append((position, piece))
+        room -= len(piece) + 1
+    if picked:
+        return defang(title + " — " + " ".join(piece for _, piece in sorted(picked)))
+    return defang(shorten(f"{title}: {one_line(strip_control(body))}", limit) or title)
+
+
+def _near_identical(a: str, b: str) -> bool:
+    x, y = set(analysis.terms(a)), set(analysis.terms(b))
+    return bool(x and y) and len(x & y) / len(x | y) >= NEAR_IDENTICAL_TITLES
+
+
+def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[str, ...] = (),
+           null: inject.NullEvidence = inject.DEFAULT_NULL, max_items: int = 5,
+           settings: inject.InjectSettings | None = None) -> inject.Decision:  # fmt: skip
+    """The injection decision over the response's first ``max_items`` hits (``lore.rank.inject``)."""
+    vectors = "vector" in response.channels_used
+    hits = [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None)
+            for h in response.hits[:max_items]]  # fmt: skip
+    return inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, null=null,
+                         settings=settings)  # fmt: skip
 
 
 def _meta(item: ContextItem, fmt: str) -> str:
@@ -142,18 +205,41 @@ def assemble(
     fenced: bool = False,
     gap_line: bool = False,
     now: float | None = None,
+    decision: inject.Decision | None = None,
+    legacy_text: bool = False,
 ) -> ContextBlock:
-    """Assemble the context block from a search response within ``budget_chars``."""
-    figures = response.gap.figures()
-    if response.gap.gap or not response.hits:
+    """Assemble the context block from a search response within ``budget_chars``.
+
+    With a ``decision`` (``decide``), it alone says whether and what to inject: the
+    block holds the hits it chose, in rank order, and is empty (an evidence gap) when
+    it chose none. Without one, the evidence-gap verdict and the share-of-top floor do.
+    ``legacy_text``: each item's whole summary, no collapsing of near-identical titles
+    (the block as it was before the injection decision; the bench's baseline).
+    """
+    figures: dict[str, Any] = dict(response.gap.figures())
+    if decision is not None:
+        figures["injection"] = {"inject": decision.inject, "gate": round(decision.gate, 4), "reason": decision.reason}
+    refused = not decision.inject if decision is not None else response.gap.gap
+    if refused or not response.hits:
         text = GAP_LINE if gap_line and len(GAP_LINE) <= budget_chars else ""
         return ContextBlock(response.query, [], True, text, budget_chars, figures)
     now_dt = datetime.fromtimestamp(now if now is not None else time.time(), UTC)
-    items = []
+    items: list[ContextItem] = []
     floor = MIN_SHARE_OF_TOP ** RELEVANCE_SHARPNESS * max(h.score for h in response.hits)
-    for hit in [h for h in response.hits if h.score >= floor][:max_items]:
+    hits = [h for h in response.hits if h.score >= floor]
+    if decision is not None:
+        chosen = set(decision.chosen)
+        hits = [h for h in hits if h.id in chosen]
+    query_terms = set(response.term_idf)
+    titles: list[str] = []
+    for hit in hits:
+        if len(items) >= max_items:
+            break
+        if not legacy_text and any(_near_identical(hit.title, seen_title) for seen_title in titles):
+            continue
+        titles.append(hit.title)
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
-        text = _item_text(hit)
+        text = snippet(hit, query_terms, response.term_idf) if query_terms and not legacy_text else _item_text(hit)
         if hit.path:
             text = f"{text} (via {defang(one_line(hit.path[0]))})"
         items.append(ContextItem(hit.id, hit.kind, text, round(hit.confidence, 2), age(moment, now_dt), round(hit.score, 4),
@@ -163,6 +249,34 @@ def assemble(
     text, kept = render_items(items, budget_chars, _layout(fmt), fenced=fenced)
     return ContextBlock(response.query, kept, not kept, "" if fmt == "json" else text, budget_chars, figures,
                         candidates=items, fmt=fmt, fenced=fenced)  # fmt: skip
+
+
+class Profile(NamedTuple):
+    """How a surface wants its block: budget, item cap, format, fence, and the gap line on a refusal."""
+
+    budget_chars: int
+    max_items: int = 5
+    fmt: str = "markdown"
+    fenced: bool = False
+    gap_line: bool = False
+
+
+# The surfaces' profiles (callers adjust them with ``_replace``: the hook's budget is a setting).
+HOOK = Profile(1500, 5, "compact", fenced=True)
+MCP = Profile(500 * CHARS_PER_TOKEN, 5, "markdown", fenced=True, gap_line=True)
+TERMINAL = Profile(500 * CHARS_PER_TOKEN, 5, "markdown")
+
+
+def block_for(response: SearchResponse, profile: Profile, *, project: str | None = None, seen: tuple[str, ...] = (),
+              null: inject.NullEvidence = inject.DEFAULT_NULL, settings: inject.InjectSettings | None = None) -> ContextBlock:  # fmt: skip
+    """The one context recipe: the injection decision over the response, then the block in the profile's shape.
+
+    Every surface that hands memories to an agent (the prompt hook's warm and cold
+    paths, MCP ``context``, ``lore context``, ``Lore.context``) ends here.
+    """
+    decision = decide(response, project=project, seen=seen, null=null, max_items=profile.max_items, settings=settings)
+    return assemble(response, budget_chars=profile.budget_chars, max_items=profile.max_items, fmt=profile.fmt,
+                    fenced=profile.fenced, gap_line=profile.gap_line, decision=decision)  # fmt: skip
 
 
 def _layout(fmt: str) -> str:

@@ -128,8 +128,12 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
                    include_candidates: bool = True,
                    channels: str | None = None, diversity: bool = False, disable: list[str] | None = None,
                    weights: str | None = None, adaptive: bool = False, fusion: str = "score",
-                   current_project: str | None = None) -> SearchOptions:  # fmt: skip
-    """``SearchOptions`` from the options as a person types them (`lore search` and `lore ui` share this)."""
+                   current_project: str | None = None, phrases: str = "hint") -> SearchOptions:  # fmt: skip
+    """``SearchOptions`` from the options as a person types them (`lore search` and `lore ui` share this).
+
+    ``phrases="filter"``: quoted phrases narrow the results (`lore search`); the default
+    treats quotes as a hint (``SearchOptions.phrases``).
+    """
     from datetime import UTC, datetime
 
     from lore.rank.pipeline import CHANNELS
@@ -186,6 +190,7 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
         fusion=fusion,
         disabled_stages=frozenset(disable or ()),
         now=time.time(),
+        phrases=phrases,
     )
 
 

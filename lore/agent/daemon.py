@@ -464,10 +464,12 @@ def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
         elif reader is None or reader.meta.data_dir != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:
-            text = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),
-                                      int(request.get("budget", 1500)), None, bool(request.get("gap_line")),
-                                      policy="ignore")  # fmt: skip
-            reply = {"ok": True, "text": text}
+            seen = request.get("seen")
+            text, ids = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),
+                                           int(request.get("budget", 1500)), None, bool(request.get("gap_line")),
+                                           policy="ignore",
+                                           seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())  # fmt: skip
+            reply = {"ok": True, "text": text, "ids": list(ids)}
         conn.sendall(json.dumps(reply).encode() + b"\n")
     except (BrokenPipeError, ConnectionResetError):
         return  # the hook gave up (its deadline passed): nothing to report

@@ -146,9 +146,56 @@ def remember_last_prompt(session_id: str | None, prompt: str, handoff: bool) -> 
         log_failure("last-prompt", repr(exc))
 
 
+def _reply_answer(reply: dict[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
+    """The helper's block and ids; None when no helper answered (or its reply is not one)."""
+    if reply is None or not isinstance(reply.get("text"), str):
+        return None
+    ids = reply.get("ids")
+    return reply["text"], tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+
+
+# Memories injected earlier in a session, so that the next prompts do not inject them again:
+# the agent has them in its context already. One small file per session under the state dir.
+INJECTED_KEEP = 200  # ids remembered per session, newest last
+
+
+def _injected_path(session_id: str) -> Path:
+    from lore.paths import state_dir
+
+    return state_dir() / "injected" / (_safe_name(session_id) + ".json")
+
+
+def injected_before(session_id: str | None) -> tuple[str, ...]:
+    """The ids this session's earlier prompts injected (none without a session id or a readable file)."""
+    if not session_id:
+        return ()
+    try:
+        ids = json.loads(_injected_path(session_id).read_bytes())
+    except (OSError, ValueError):
+        return ()
+    return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+
+
+def remember_injected(session_id: str | None, seen: tuple[str, ...], ids: tuple[str, ...]) -> None:
+    """Add ``ids`` to the session's injected memories (atomically: a torn file would only forget them)."""
+    if not session_id or not ids:
+        return
+    import os
+
+    try:
+        path = _injected_path(session_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = list(dict.fromkeys([*seen, *ids]))[-INJECTED_KEEP:]
+        temporary = path.with_name(f".{path.name}.{os.getpid()}")
+        temporary.write_text(json.dumps(kept))
+        os.replace(temporary, path)
+    except OSError as exc:
+        log_failure("injected", repr(exc))
+
+
 def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float, settings: Settings,
-                locations: Any = None) -> str | None:  # fmt: skip
-    """Search in a worker thread; give up (None) at the hard deadline."""
+                locations: Any = None, seen: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]] | None:  # fmt: skip
+    """Search in a worker thread: the block and its ids; give up (None) at the hard deadline."""
     from lore.index.manager import IndexManager, IndexReader
     from lore.paths import Locations
     from lore.search import SearchSession
@@ -171,8 +218,8 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     def work() -> None:
         try:
             session = SearchSession(locations, reader=IndexReader(*found))
-            result["text"] = context_for_prompt(session, prompt, cwd, budget, soft, settings.hook_gap == "line",
-                                                policy=settings.hook_refresh)  # fmt: skip
+            result["answer"] = context_for_prompt(session, prompt, cwd, budget, soft, settings.hook_gap == "line",
+                                                  policy=settings.hook_refresh, seen=seen)  # fmt: skip
         except BaseException as exc:
             result["error"] = exc
 
@@ -186,7 +233,8 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
         return None
     if "error" in result:
         raise result["error"]
-    return str(result.get("text") or "")
+    answer: tuple[str, tuple[str, ...]] = result.get("answer") or ("", ())
+    return answer
 
 
 # A cold process loads the query encoder (the 1.8 MB LLaMA tokenizer and 16 MB of
@@ -238,25 +286,30 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         budget = settings.hook_budget
         if budget <= 0:
             return 0
-        from lore.agent.client import ask_server
+        from lore.agent.client import ask_server_reply
         from lore.paths import Locations
 
         locations = Locations.resolve()
+        seen = injected_before(session_id)
         # The resolved data dir: a helper serving another data dir (same index dir) declines.
-        text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": settings.hook_gap == "line",
-                           "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
-        if text is None:
+        reply = ask_server_reply({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget,
+                                  "gap_line": settings.hook_gap == "line", "seen": list(seen),
+                                  "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
+        answer = _reply_answer(reply)
+        if answer is None:
             spawn_for = locations  # a helper for the next prompt, once this one is answered
             # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
             from lore.rank.cold import prompt_context
 
-            text = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold,
-                                  gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
-            if text is None:
-                text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
+            answer = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=seen,
+                                    gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+            if answer is None:
+                answer = _in_process(prompt, cwd, budget, started, deadline, settings, locations, seen)
+        text, ids = answer if answer is not None else ("", ())
         if text and len(text) <= budget:
             stdout.write(prompt_output(agent, text) + "\n")
             stdout.flush()
+            remember_injected(session_id, seen, ids)
     except BaseException as exc:  # the prompt must go through whatever happens
         if isinstance(exc, KeyboardInterrupt):
             return 0

@@ -196,11 +196,14 @@ class LoreMCP:
         return _result("\n".join(lines), data)
 
     def context(self, query: str, budget_tokens: int, max_items: int, verbose: bool = False) -> CallToolResult:
-        from lore.context import CHARS_PER_TOKEN, GAP_LINE, assemble, block_json
+        from lore.context import CHARS_PER_TOKEN, GAP_LINE, MCP, block_for, block_json
+        from lore.rank import null
 
-        response = self.run_search(query, self.options(limit=max_items, graph_depth=1, include_candidates=False))
-        block = assemble(response, budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items,
-                         fenced=True, gap_line=True)  # fmt: skip
+        options = self.options(limit=max_items, graph_depth=1, include_candidates=False)
+        response = self.run_search(query, options)
+        reader = self.session.reader
+        block = block_for(response, MCP._replace(budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items),
+                          project=options.current_project, null=null.load(reader.directory if reader else None))  # fmt: skip
         text = block.text or GAP_LINE
         if verbose:
             return _result(text, block_json(block))

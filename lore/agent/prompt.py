@@ -15,10 +15,16 @@ if TYPE_CHECKING:
 
 
 def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
-                       gap_line: bool = False, policy: str = "ignore") -> str:  # fmt: skip
-    """The fenced context block for a prompt: shared by the in-process path and the warm helper."""
-    from lore.context import assemble
+                       gap_line: bool = False, policy: str = "ignore",
+                       seen: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]]:  # fmt: skip
+    """The fenced context block for a prompt and the ids it holds: shared by the in-process path and the warm helper.
+
+    ``seen``: the ids injected earlier in the same session (the injection decision
+    does not inject them again unless one is now clearly the best answer).
+    """
+    from lore.context import HOOK, block_for
     from lore.project import detect_project
+    from lore.rank import null
     from lore.rank.cold import hook_options
     from lore.rank.pipeline import CHANNELS
     from lore.search import search
@@ -26,8 +32,10 @@ def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, 
     project = detect_project(cwd) if cwd else None
     options = hook_options(project, time.time(), deadline=soft_deadline, channels=CHANNELS)
     response = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
-    block = assemble(response, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
-    return block.text
+    reader = session.reader
+    block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
+                      null=null.load(reader.directory if reader else None))  # fmt: skip
+    return block.text, tuple(item.id for item in block.items)
 
 
 def prompt_policy(policy: str) -> str:

@@ -142,7 +142,8 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     environ = request.get("environ") if isinstance(request.get("environ"), dict) else {}
     out, err = io.StringIO(), io.StringIO()
     if command == "search":
-        options = search_options(limit=int(request.get("limit", 10)), current_project=str(project), include_candidates=True)
+        options = search_options(limit=int(request.get("limit", 10)), current_project=str(project), include_candidates=True,
+                                 phrases="filter")  # fmt: skip
         response = search(session, query, options, policy="ignore")
         if request.get("json"):
             import orjson
@@ -159,14 +160,16 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     else:
         import orjson
 
-        from lore.context import assemble, block_json
+        from lore.context import TERMINAL, block_for, block_json
+        from lore.rank import null
 
         max_items = int(request.get("max_items", 5))
         fmt = str(request.get("format", "markdown"))
         options = search_options(limit=max_items, graph_depth=1, current_project=str(project), include_candidates=False)
         response = search(session, query, options, policy="ignore")
-        block = assemble(response, budget_chars=int(request.get("budget_tokens", 500)) * 4, max_items=max_items,
-                         fmt=fmt, gap_line=bool(request.get("gap_line")))  # fmt: skip
+        profile = TERMINAL._replace(budget_chars=int(request.get("budget_tokens", 500)) * 4, max_items=max_items, fmt=fmt,
+                                    gap_line=bool(request.get("gap_line")))  # fmt: skip
+        block = block_for(response, profile, project=str(project), null=null.load(reader.directory))
         for notice in block.notices:
             err.write(notice + "\n")
         if fmt == "json":

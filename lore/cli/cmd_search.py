@@ -13,13 +13,15 @@ from lore.paths import require_data_dir
 def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, project: str | None, tags: list[str] | None,
                   since: str | None, until: str | None, include_all: bool, intent: str | None, graph_depth: int,
                   channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
-                  adaptive: bool = False, fusion: str = "score", include_candidates: bool = True) -> object:  # fmt: skip
+                  adaptive: bool = False, fusion: str = "score", include_candidates: bool = True,
+                  phrases: str = "hint") -> object:  # fmt: skip
     from lore.search import search_options
 
     return search_options(limit=limit, kinds=kinds, project=project, tags=tags, since=since, until=until,
                           include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
                           diversity=diversity, disable=disable, weights=weights, adaptive=adaptive, fusion=fusion,
-                          include_candidates=include_candidates, current_project=state(ctx).current_project())  # fmt: skip
+                          include_candidates=include_candidates, current_project=state(ctx).current_project(),
+                          phrases=phrases)  # fmt: skip
 
 
 @app.command()
@@ -56,7 +58,7 @@ def search(
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,
                             include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
                             diversity=diversity, disable=disable, weights=weights, adaptive=adaptive,
-                            fusion=fusion)  # fmt: skip
+                            fusion=fusion, phrases="filter")  # fmt: skip
     progress, stop = terminal_progress()
     try:
         response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
@@ -86,7 +88,7 @@ def context(
     include_all: bool = typer.Option(False, "--all", help="Include superseded and retracted records."),
 ) -> None:
     """Print the agent-ready block of the most relevant memories, within a token budget."""
-    from lore.context import FORMATS, assemble, block_json
+    from lore.context import FORMATS, TERMINAL, block_for, block_json
     from lore.context import synthesize as run_synthesis
     from lore.search import SearchSession
     from lore.search import search as run_search
@@ -98,9 +100,13 @@ def context(
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None, include_candidates=False)  # fmt: skip
-    response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
-                          policy=st.settings.index_refresh)  # fmt: skip
-    block = assemble(response, budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
+    from lore.rank import null
+
+    session = SearchSession(st.locations, llm_cmd=st.settings.llm_cmd)
+    response = run_search(session, query, options, policy=st.settings.index_refresh)  # type: ignore[arg-type]
+    profile = TERMINAL._replace(budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
+    block = block_for(response, profile, project=st.current_project(),
+                      null=null.load(session.reader.directory if session.reader else None))  # fmt: skip
     if synthesize:
         block = run_synthesis(block, st.settings.llm_cmd)
     for notice in block.notices:

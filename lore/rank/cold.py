@@ -61,7 +61,7 @@ def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
     """
     if tuple(opts.channels) != LEXICAL or opts.adaptive or opts.diversity:
         raise ValueError("the cold path serves the lexical-only configuration")
-    if quoted_phrases(query):
+    if opts.phrases == "filter" and quoted_phrases(query):
         raise Declined("quoted phrases")
     from lore.rank.pipeline import _allowed_rows
 
@@ -95,7 +95,9 @@ def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
     picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, None, classified, allowed,
                              access, now, lap, t)  # fmt: skip
     lap.total()
-    return SearchResponse(query, picked, verdict, classified, timings, weights, [], tuple(rankings), opts.fusion)
+    term_idf = reader.bm25.idf_of(query_terms) if query_terms else {}
+    return SearchResponse(query, picked, verdict, classified, timings, weights, [], tuple(rankings), opts.fusion,
+                          term_idf)  # fmt: skip
 
 
 def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:
@@ -131,27 +133,30 @@ def open_reader(locations: Locations) -> ColdReader:
 
 
 def prompt_context(prompt: str, cwd: str | None, budget: int, locations: Locations, *, mode: str = "lexical",
-                   gap_line: bool = False,
-                   deadline: float | None = None, log: Callable[[str, str], None] | None = None) -> str | None:  # fmt: skip
-    """The hook's block for ``prompt`` from the cold lexical path; None when the full pipeline should answer.
+                   gap_line: bool = False, seen: tuple[str, ...] = (), deadline: float | None = None,
+                   log: Callable[[str, str], None] | None = None) -> tuple[str, tuple[str, ...]] | None:  # fmt: skip
+    """The hook's block for ``prompt`` from the cold lexical path, and its ids; None when the full pipeline should answer.
 
-    ``""`` when there is nothing to inject (an evidence gap, ``LORE_HOOK_COLD=off``,
-    or the hard ``deadline`` passed). Errors propagate: the hook logs them and injects nothing.
+    ``("", ())`` when there is nothing to inject (the injection decision says no,
+    ``LORE_HOOK_COLD=off``, or the hard ``deadline`` passed). Errors propagate: the
+    hook logs them and injects nothing.
     """
     if mode == "off":
-        return ""
+        return "", ()
     if mode == "full":
         return None
-    from lore.context import assemble
+    from lore.context import HOOK, block_for
     from lore.project import detect_project
     from lore.rank import access as access_log
+    from lore.rank import null
     from lore.rank.query import scrub_query
 
     reader = open_reader(locations)
     try:
         scrubbed = scrub_query(prompt)
         now = time.time()
-        options = hook_options(detect_project(cwd) if cwd else None, now)
+        project = detect_project(cwd) if cwd else None
+        options = hook_options(project, now)
         stats = access_log.load_stats(locations.access_log)
         try:
             response = lexical_run(reader, scrubbed.text, options, access=stats)
@@ -159,12 +164,13 @@ def prompt_context(prompt: str, cwd: str | None, budget: int, locations: Locatio
             return None
         access_log.log_response(locations.access_log, response, stats, now)
         response.hits = [with_text(reader, hit) for hit in response.hits]
-        block = assemble(response, budget_chars=budget, max_items=5, fmt="compact", fenced=True, gap_line=gap_line)
+        block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
+                          null=null.load(reader.directory))  # fmt: skip
         if deadline is not None and time.monotonic() > deadline:
             if log is not None:
                 log("deadline", "cold lexical answer past the hook's deadline; injected nothing")
-            return ""
-        return block.text
+            return "", ()
+        return block.text, tuple(item.id for item in block.items)
     finally:
         reader.close()
 

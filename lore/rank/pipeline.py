@@ -80,6 +80,13 @@ class SearchOptions(NamedTuple):
     # Score fusion won on the dev splits of every set but known-item, where it tied
     # on recall@10 and lost 0.007 MRR@10 (docs/search.md, "Fusion").
     fusion: str = "score"
+    # Quoted phrases: "hint" (natural-language surfaces: the hook, MCP, `lore context`,
+    # `Lore.search`) ranks by the words and ignores the quotes; "filter" (`lore search`)
+    # keeps only records holding every phrase, and ranks without the quotes (with a
+    # warning) when no record does. A person who quotes a title in a question
+    # ("what did \"Xenoblade Chronicles\" ...") must not get nothing for a spelling
+    # the record does not share.
+    phrases: str = "hint"
 
     @property
     def filtered(self) -> bool:
@@ -99,6 +106,8 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
     channels_used: tuple[str, ...] = ()
     fusion: str = "score"
+    # The query's BM25 terms with their idf in this store: the injection decision's evidence.
+    term_idf: dict[str, float] = field(default_factory=dict)
 
 
 Encoder = Callable[[list[str]], "np.ndarray"]
@@ -294,13 +303,18 @@ def run(
 
     allowed = _allowed_rows(reader, opts)
     table = reader.table
-    phrases = quoted_phrases(query)
+    phrases = quoted_phrases(query) if opts.phrases == "filter" else []
     if phrases:
         # Quoted phrases need positions, which only the Whoosh index keeps.
         matching = reader.lexical.matching(phrases)
         if matching is not None:
             prior = allowed if allowed is not None else [True] * len(table)
-            allowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
+            narrowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
+            if any(narrowed):
+                allowed = narrowed
+            else:
+                quoted = " and ".join(f'"{p}"' for p in phrases)
+                warnings.append(f"no record holds {quoted} as a phrase: ranked by its words instead")
     mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
     t = lap("filter", t)
 
@@ -396,7 +410,9 @@ def run(
     picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, query_cosine, classified,
                              allowed, access, now, lap, t)  # fmt: skip
     lap.total()
-    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings), opts.fusion)
+    term_idf = reader.bm25.idf_of(query_terms) if query_terms else {}
+    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings), opts.fusion,
+                          term_idf)  # fmt: skip
 
 
 class Laps:

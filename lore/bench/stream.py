@@ -1,0 +1,233 @@
+"""The prompt stream: 320 prompts replayed as 32 coding sessions, measured as the agent sees them.
+
+The agent never sees a ranking: it sees the prompt hook's block, on every prompt.
+This section replays ``data/prompt_stream.jsonl`` (16 sessions over the demo store,
+16 over the 8,000-memory git store; tasks, follow-ups, chit-chat, other stacks,
+near misses and about a third of prompts that a stored memory helps) through the
+hook's own steps, session by session with the session's project, and measures
+what reaches the agent:
+
+* **hit rate**: answerable prompts whose block holds a relevant record, or whose
+  relevant record an earlier block of the same session already injected (the
+  agent has it in its context); *strict*: in this prompt's block;
+* **left empty**: the share of prompts no memory answers that get no block;
+* **precision**: the share of injected items that are relevant;
+* **characters per prompt**, over every prompt of the stream, and items per block.
+
+Policies, each on the warm path (the whole pipeline) and the cold path (BM25 alone,
+as the hook answers before the helper runs; a prompt the cold path declines goes to
+the whole pipeline, as in the hook): ``lore`` (the injection decision), ``always``
+(every non-trivial prompt gets its first five hits, no decision, no repeat rule)
+and ``before`` (the block as it was built before the injection decision: the
+evidence-gap verdict, the share-of-top floor and whole summaries). The searches run
+once; the policies replay over the same responses.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lore.bench import corpora, sets
+
+Progress = Callable[[str], None]
+STREAM_FILE = "prompt_stream.jsonl"
+PATHS = ("warm", "cold")
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+@dataclass
+class Turn:
+    store: str
+    session: str
+    turn: int
+    project: str
+    prompt: str
+    kind: str
+    relevant: tuple[str, ...]
+    split: str
+
+
+@dataclass
+class Observed:
+    """One prompt's searches, as the hook would run them (None: a trivial prompt, never searched)."""
+
+    turn: Turn
+    warm: Any = None
+    cold: Any = None
+    null: Any = None
+
+
+@dataclass
+class Outcome:
+    turn: Turn
+    injected: tuple[str, ...]
+    chars: int
+    in_context: bool = False  # a relevant record was injected earlier in the session
+
+
+@dataclass
+class StreamStores:
+    observed: dict[str, list[Observed]] = field(default_factory=dict)
+
+
+def load_turns(path: Path | None = None) -> list[Turn]:
+    rows = sets.read_jsonl(path or sets.data_file(STREAM_FILE))
+    return [Turn(r["store"], r["session"], int(r["turn"]), r["project"], r["prompt"], r["kind"], tuple(r["relevant"]),
+                 r["split"]) for r in rows]  # fmt: skip
+
+
+def _git_store(shared: Path, data_dir: Path) -> float:
+    memory = sets.memory(shared)
+    corpora.write_decisions(data_dir, memory.raws)
+    return memory.now
+
+
+def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequence[Turn] | None = None) -> StreamStores:
+    """Build both stores, measure their null evidence, and run every prompt's searches once."""
+    from lore.agent.hook import is_trivial
+    from lore.bench import demo_dir
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+    from lore.rank import null
+    from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
+    from lore.rank.pipeline import CHANNELS, with_text
+    from lore.rank.query import scrub_query
+    from lore.search import SearchSession, search
+
+    turns = list(turns) if turns is not None else load_turns()
+    result = StreamStores()
+    for store in sorted({t.store for t in turns}):
+        data_dir, index_dir = work / f"stream-{store}-data", work / f"stream-{store}-index"
+        if store == "demo":
+            shutil.copytree(demo_dir(), data_dir, dirs_exist_ok=True)
+            now = corpora.epoch(sets.DEMO_NOW)
+        else:
+            now = _git_store(shared, data_dir)
+        locations = Locations(data_dir, index_dir)
+        progress(f"stream: indexing the {store} store")
+        IndexManager(locations).build()
+        session = SearchSession(locations)
+        null.ensure(session, now)
+        evidence = null.load(session.open("ignore").directory)
+        cold_reader = open_reader(locations)
+        progress(f"stream: searching the {store} store's prompts")
+        observed = []
+        try:
+            for turn in (t for t in turns if t.store == store):
+                seen = Observed(turn, null=evidence)
+                if not is_trivial(turn.prompt):
+                    seen.warm = search(session, turn.prompt, hook_options(turn.project, now, channels=CHANNELS),
+                                       policy="ignore", log_access=False, use_llm=False)  # fmt: skip
+                    try:
+                        cold = lexical_run(cold_reader, scrub_query(turn.prompt).text, hook_options(turn.project, now))
+                        cold.hits = [with_text(cold_reader, hit) for hit in cold.hits]
+                        seen.cold = cold
+                    except Declined:
+                        seen.cold = seen.warm  # as the hook: the whole pipeline answers what the cold path declines
+                observed.append(seen)
+        finally:
+            cold_reader.close()
+            if session.reader is not None:
+                session.reader.close()
+        result.observed[store] = observed
+    return result
+
+
+def replay(observed: Sequence[Observed], path: str, policy: str, settings: Any = None) -> list[Outcome]:
+    """Each prompt's block under ``policy`` (``lore``, ``always``, ``before``), session by session."""
+    from lore.context import HOOK, assemble, block_for
+
+    outcomes = []
+    injected: dict[str, list[str]] = {}
+    for seen in observed:
+        turn = seen.turn
+        earlier = injected.setdefault(turn.session, [])
+        response = getattr(seen, path)
+        ids: tuple[str, ...] = ()
+        chars = 0
+        if response is not None:
+            if policy == "lore":
+                block = block_for(response, HOOK, project=turn.project, seen=tuple(earlier), null=seen.null,
+                                  settings=settings)  # fmt: skip
+            elif policy == "always":
+                from lore.rank import inject
+
+                block = block_for(response, HOOK, project=turn.project, null=seen.null,
+                                  settings=(settings or inject.DEFAULT_SETTINGS)._replace(enabled=False))  # fmt: skip
+            else:
+                block = assemble(response, budget_chars=HOOK.budget_chars, max_items=HOOK.max_items, fmt=HOOK.fmt,
+                                 fenced=HOOK.fenced, legacy_text=True)  # fmt: skip
+            ids = tuple(item.id for item in block.items)
+            chars = len(block.text)
+        in_context = any(r in earlier for r in turn.relevant)
+        outcomes.append(Outcome(turn, ids, chars, in_context))
+        earlier.extend(i for i in ids if i not in earlier)
+    return outcomes
+
+
+def measures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    answerable = [o for o in outcomes if o.turn.relevant]
+    unanswerable = [o for o in outcomes if not o.turn.relevant]
+    strict = sum(1 for o in answerable if set(o.injected) & set(o.turn.relevant))
+    hit = sum(1 for o in answerable if set(o.injected) & set(o.turn.relevant) or o.in_context)
+    items = [i for o in outcomes for i in o.injected]
+    relevant_items = sum(1 for o in outcomes for i in o.injected if i in o.turn.relevant)
+    blocks = [o for o in outcomes if o.injected]
+    return {
+        "prompts": len(outcomes), "answerable": len(answerable), "unanswerable": len(unanswerable),
+        "hit": round(hit / max(len(answerable), 1), 3),
+        "hit_strict": round(strict / max(len(answerable), 1), 3),
+        "left_empty": round(sum(1 for o in unanswerable if not o.injected) / max(len(unanswerable), 1), 3),
+        "precision": round(relevant_items / max(len(items), 1), 3),
+        "chars_per_prompt": round(sum(o.chars for o in outcomes) / max(len(outcomes), 1), 1),
+        "chars_per_block": round(sum(o.chars for o in blocks) / max(len(blocks), 1), 1),
+        "items_per_block": round(len(items) / max(len(blocks), 1), 2),
+        "blocks": len(blocks),
+    }  # fmt: skip
+
+
+def _split(stores: StreamStores, split: str, store: str | None = None) -> list[Observed]:
+    return [o for name, seen in stores.observed.items() if store in (None, name) for o in seen if o.turn.split == split]
+
+
+GATE_STEPS = tuple(step / 40 for step in range(37))
+
+
+def curve(stores: StreamStores, path: str, split: str, settings: Any = None,
+          steps: Sequence[float] = GATE_STEPS) -> list[dict[str, float]]:  # fmt: skip
+    """Left-empty share against hit rate as the gate threshold moves (the operating point's item threshold kept)."""
+    from lore.rank import inject
+
+    base = settings or inject.DEFAULT_SETTINGS
+    points = []
+    for threshold in steps:
+        tried = base._replace(warm_gate_threshold=threshold) if path == "warm" else base._replace(cold_gate_threshold=threshold)
+        figures = measures(replay(_split(stores, split), path, "lore", tried))
+        points.append({"gate": round(threshold, 3), "hit": figures["hit"], "hit_strict": figures["hit_strict"],
+                       "left_empty": figures["left_empty"], "chars_per_prompt": figures["chars_per_prompt"]})  # fmt: skip
+    return points
+
+
+def run(shared: Path, work: Path, progress: Progress = _quiet) -> dict[str, Any]:
+    """Every policy on both paths and both splits, per store and together, and the test split's curve."""
+    stores = observe(shared, work, progress)
+    out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}}
+    for split in ("dev", "test"):
+        table: dict[str, Any] = {}
+        for path in PATHS:
+            for policy in ("lore", "always", "before"):
+                key = f"{path}/{policy}"
+                table[key] = {"all": measures(replay(_split(stores, split), path, policy))}
+                for store in stores.observed:
+                    table[key][store] = measures(replay(_split(stores, split, store), path, policy))
+        out["splits"][split] = table
+    out["curve"] = {path: curve(stores, path, "test") for path in PATHS}
+    out["curve_dev"] = {path: curve(stores, path, "dev") for path in PATHS}
+    return out

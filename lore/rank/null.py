@@ -1,0 +1,76 @@
+"""A store's null evidence: what the prompt hook's search finds for prompts the store cannot answer.
+
+Measured once per index generation (``ensure``: after ``lore index`` builds, and by the
+warm helper when it loads a generation that has none) and kept beside the index as
+``null-evidence.json``; the injection decision (``lore.rank.inject``) reads it to put a
+hit's evidence on the store's own scale. An index without the file gets
+``inject.DEFAULT_NULL``. The file is derived and disposable like the rest of the index.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from lore.rank import inject
+
+FILE = "null-evidence.json"
+
+
+def load(directory: Path | None) -> inject.NullEvidence:
+    """The generation's null evidence; the default when it was never measured or cannot be read."""
+    if directory is None:
+        return inject.DEFAULT_NULL
+    try:
+        return inject.NullEvidence.from_json(json.loads((directory / FILE).read_bytes()))
+    except (OSError, ValueError, TypeError, IndexError, KeyError):
+        return inject.DEFAULT_NULL
+
+
+def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
+    """Run the hook's search (whole pipeline, and BM25 alone as the cold path) over ``inject.NULL_PROMPTS``."""
+    import statistics  # here: the cold hook imports this module, and statistics costs it ~4 ms
+
+    from lore.index import analysis
+    from lore.rank.cold import hook_options
+    from lore.rank.pipeline import CHANNELS
+    from lore.search import search
+
+    moment = now if now is not None else time.time()
+    parts: dict[str, dict[str, list[float]]] = {"warm": {}, "cold": {}}
+    for prompt in inject.NULL_PROMPTS:
+        terms = analysis.unique_terms(prompt)
+        for part, channels in (("warm", CHANNELS), ("cold", ("bm25",))):
+            response = search(session, prompt, hook_options(None, moment, channels=channels), policy="ignore",
+                              log_access=False, use_llm=False)  # fmt: skip
+            if not response.hits:
+                continue
+            top = response.hits[0]
+            cosine = top.channel_scores.get("vector", 0.0) if "vector" in response.channels_used else None
+            raw = inject.raw_evidence(terms, response.term_idf, top.title, top.content, cosine)
+            for name, value in raw.items():
+                parts[part].setdefault(name, []).append(value)
+
+    def summary(values: dict[str, list[float]], default: inject.Null) -> dict[str, tuple[float, float]]:
+        out = dict(default)
+        for name, found in values.items():
+            if len(found) >= 10:  # fewer: a young store; its spread says nothing yet
+                out[name] = (statistics.fmean(found), statistics.pstdev(found) or 1.0)
+        return out
+
+    return inject.NullEvidence(summary(parts["warm"], inject.DEFAULT_NULL.warm), summary(parts["cold"], inject.DEFAULT_NULL.cold))
+
+
+def ensure(session: Any, now: float | None = None) -> bool:
+    """Measure and store the null evidence of the session's generation if it has none; True if it wrote one."""
+    from lore.store.fileio import atomic_write
+
+    reader = session.open("ignore")
+    path = reader.directory / FILE
+    if path.exists():
+        return False
+    evidence = measure(session, now)
+    atomic_write(path, json.dumps(evidence.to_json(), indent=1).encode())
+    return True
