@@ -141,6 +141,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     next_check = 0.0
     served = 0
     refreshes = 0
+    measured_null = False  # the store's null evidence, at the first idle moment (lore/rank/null.py)
 
     def write_status() -> None:
         current = session.reader
@@ -199,6 +200,9 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
+                if not measured_null:
+                    measured_null = True
+                    _measure_null(session)
                 continue
             except OSError:
                 if stopping["flag"]:
@@ -250,6 +254,20 @@ def _warm(reader: Any) -> None:
     """
     reader.load()
     _ = reader.active_rows
+
+
+def _measure_null(session: Any) -> None:
+    """The injection decision's scale for this generation, if none was measured yet (~0.8 s at 10k; never raises).
+
+    Run at an idle moment of the serving loop, not before the helper announces itself:
+    a session's first prompts must not wait for it.
+    """
+    try:
+        from lore.rank import null
+
+        null.ensure(session)
+    except Exception as exc:
+        log_failure("server", f"null evidence not measured: {exc!r}")
 
 
 def _meta_stamp(manager: Any) -> tuple[str, int, int] | None:

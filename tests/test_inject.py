@@ -1,0 +1,171 @@
+"""The injection decision (lore.rank.inject): what reaches an agent's prompt, and when nothing does."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lore import Lore, capture
+from lore.agent.hook import injected_before, run_prompt_hook
+from lore.agent.prompt import context_for_prompt
+from lore.capture import WriteOptions
+from lore.index.manager import IndexManager
+from lore.paths import Locations
+from lore.rank import cold, inject, null
+from lore.search import SearchSession
+from lore.store import Store
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PLAIN = WriteOptions(check_duplicates=False)
+
+# Written for these tests (none comes from an evaluation set): two prompts no demo memory
+# answers, and two the demo store's payment decisions answer.
+OFF_TOPIC = ["in SwiftUI how do I animate a sheet presentation with a spring curve?",
+             "write a limerick about kubernetes"]  # fmt: skip
+ON_TOPIC = {
+    "we keep getting duplicate charges when the stripe call times out and the client retries, what did we decide?":
+        "dec-d0a58788",
+    "what's our policy for exponential backoff with jitter when calling payment providers": "dec-d0a58788",
+}  # fmt: skip
+
+
+@pytest.fixture
+def demo(data_dir: Path) -> Locations:
+    shutil.copytree(PROJECT_ROOT / "data", data_dir)
+    locations = Locations.resolve(data_dir)
+    IndexManager(locations).build()
+    return locations
+
+
+@pytest.fixture
+def billing_cwd(tmp_path: Path) -> str:
+    path = tmp_path / "work" / "billing-api"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+# -- the decision, as a pure function ---------------------------------------------------------
+
+hit_ids = st.lists(st.sampled_from([f"dec-{i:08x}" for i in range(12)]), min_size=0, max_size=6, unique=True)
+words = st.lists(st.sampled_from(["retry", "backoff", "jitter", "payment", "charge", "stripe", "webhook", "queue", "postgres", "swift", "css"]),
+                 min_size=0, max_size=8)  # fmt: skip
+
+
+def make_hits(ids: list[str], texts: list[list[str]], cosine: bool) -> list[inject.Hit]:
+    return [inject.Hit(rid, "billing-api" if n % 2 else "infra", " ".join(texts[n % len(texts)]) if texts else "",
+                       " ".join(reversed(texts[n % len(texts)])) if texts else "", 0.1 * n if cosine else None)
+            for n, rid in enumerate(ids)]  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(ids=hit_ids, texts=st.lists(words, min_size=1, max_size=4), query=words, seen=hit_ids, cosine=st.booleans())
+def test_the_decision_chooses_hits_in_rank_order_and_never_a_seen_one_unless_first_and_sure(
+        ids: list[str], texts: list[list[str]], query: list[str], seen: list[str], cosine: bool) -> None:  # fmt: skip
+    hits = make_hits(ids, texts, cosine)
+    idf = {w: 1.0 + len(w) / 3 for w in ["retri", "backoff", "jitter", "payment", "charg", "stripe", "webhook", "queue", "postgr", "swift", "css"]}
+    decision = inject.decide(hits, " ".join(query), idf, project="billing-api", seen=seen)
+    assert 0.0 <= decision.gate <= 1.0
+    assert all(0.0 <= j.probability <= 1.0 for j in decision.judged)
+    order = [h.id for h in hits]
+    assert list(decision.chosen) == [i for i in order if i in decision.chosen]  # rank order, no repeats
+    assert decision.inject == bool(decision.chosen)
+    for position, rid in enumerate(decision.chosen):
+        if rid in seen:
+            assert rid == order[0] and position == 0 and decision.gate >= inject.DEFAULT_SETTINGS.repeat_threshold
+    # Raising the gate's threshold can only take items away.
+    stricter = inject.DEFAULT_SETTINGS._replace(warm_gate_threshold=0.99, cold_gate_threshold=0.99)
+    assert set(inject.decide(hits, " ".join(query), idf, project="billing-api", seen=seen,
+                             settings=stricter).chosen) <= set(decision.chosen)  # fmt: skip
+    # Switched off, the decision passes every hit through.
+    off = inject.decide(hits, " ".join(query), idf, settings=inject.DEFAULT_SETTINGS._replace(enabled=False))
+    assert list(off.chosen) == order
+
+
+@given(st.dictionaries(st.sampled_from(inject.WARM_EVIDENCE), st.tuples(st.floats(-5, 5), st.floats(0.01, 5)), min_size=1))
+def test_null_evidence_round_trips_through_json(part: dict[str, tuple[float, float]]) -> None:
+    evidence = inject.NullEvidence(part, part)
+    assert inject.NullEvidence.from_json(json.loads(json.dumps(evidence.to_json()))) == evidence
+
+
+def test_the_fitted_weights_match_the_features() -> None:
+    s = inject.DEFAULT_SETTINGS
+    for vectors, gate, item in ((True, s.warm_gate, s.warm_item), (False, s.cold_gate, s.cold_item)):
+        assert len(gate) == len(inject.gate_features(vectors)) and len(item) == len(inject.item_features(vectors))
+
+
+def test_a_store_without_null_evidence_uses_the_default_and_a_damaged_file_is_ignored(demo: Locations) -> None:
+    directory = IndexManager(demo).current_dir()
+    assert directory is not None and null.load(directory) == inject.DEFAULT_NULL
+    session = SearchSession(demo)
+    assert null.ensure(session) is True and null.ensure(session) is False  # measured once per generation
+    measured = null.load(directory)
+    assert measured != inject.DEFAULT_NULL and set(measured.warm) == set(inject.WARM_EVIDENCE)
+    (directory / null.FILE).write_text("{not json")
+    assert null.load(directory) == inject.DEFAULT_NULL
+
+
+# -- end to end on the demo store ----------------------------------------------------------------
+
+
+def test_prompts_no_memory_answers_get_nothing_on_either_path(demo: Locations, billing_cwd: str) -> None:
+    session = SearchSession(demo)
+    null.ensure(session)
+    for prompt in OFF_TOPIC:
+        assert context_for_prompt(session, prompt, billing_cwd, 1500, None) == ("", ())
+        assert cold.prompt_context(prompt, billing_cwd, 1500, demo) in (("", ()), None)
+
+
+def test_prompts_a_memory_answers_get_it_on_both_paths(demo: Locations, billing_cwd: str) -> None:
+    session = SearchSession(demo)
+    null.ensure(session)
+    for prompt, target in ON_TOPIC.items():
+        text, ids = context_for_prompt(session, prompt, billing_cwd, 1500, None)
+        assert target in ids and target in text and len(text) <= 1500
+        answer = cold.prompt_context(prompt, billing_cwd, 1500, demo)
+        assert answer is not None and target in answer[1]
+        assert 1 <= len(ids) <= 5
+
+
+def hook(prompt: str, session_id: str, cwd: str) -> tuple[str, tuple[str, ...]]:
+    out = io.StringIO()
+    event = json.dumps({"session_id": session_id, "cwd": cwd, "hook_event_name": "UserPromptSubmit", "prompt": prompt})
+    assert run_prompt_hook([], stdin=io.StringIO(event), stdout=out) == 0
+    text = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"] if out.getvalue() else ""
+    return text, injected_before(session_id)
+
+
+def test_a_session_is_not_handed_the_same_memories_twice(demo: Locations, billing_cwd: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setenv("LORE_HOOK_COLD", "full")
+    monkeypatch.setenv("LORE_HOOK_DEADLINE_MS", "20000")
+    prompt = next(iter(ON_TOPIC))
+    first, seen = hook(prompt, "sess-a", billing_cwd)
+    assert first and seen
+    again, seen_after = hook(prompt + " Any update?", "sess-a", billing_cwd)
+    repeated = [rid for rid in seen if rid in again]
+    # Only the first hit may come again, and only when the gate is sure of it.
+    assert repeated in ([], [seen[0]])
+    assert set(seen) <= set(seen_after)
+    other, _ = hook(prompt, "sess-b", billing_cwd)  # another session starts afresh
+    assert other == first
+
+
+# -- quotes are a hint -------------------------------------------------------------------------
+
+
+def test_a_quoted_title_spelled_differently_still_finds_the_memory(data_dir: Path, billing_cwd: str) -> None:
+    store = Store(data_dir, actor="test")
+    store.init()
+    target = capture.observe(store, "Nate is playing Xenoblade Chronicle 3, a JRPG with a huge open world",
+                             project="games", options=PLAIN).record.id  # fmt: skip
+    capture.observe(store, "Caroline adopted a second dog from the shelter in May", project="games", options=PLAIN)
+    question = 'What is the type of game "Xenoblade Chronicles" that Nate is playing?'
+    memory = Lore(data_dir=data_dir, project="games")
+    assert target in [hit.id for hit in memory.search(question).hits]
+    assert target in [item.id for item in memory.context(question).items]
