@@ -13,8 +13,8 @@ JSON says why (:class:`Unavailable`).
 the decision is ``"<speaker> (<session date>): <what they said>"``, e.g.
 ``"Caroline (8 May 2023): I went to a LGBTQ support group yesterday ..."``; a turn
 that shared a photo has its caption as the rationale (``"Caroline shared a photo
-of a dog walking past a wall"``: the caption is what the other speaker and the
-annotators saw). No tags, no project. The record's time is the session's
+of a dog walking past a wall"``: the file's text stand-in for the photo). No tags,
+no project. The record's time is the session's
 ``date_time``; the set's "now" is the conversation's last session.
 
 **Questions.** Categories as numbered in the file: 1 multi-hop, 2 temporal,
