@@ -20,7 +20,7 @@ SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surf
 # search, so it runs when asked for (`lore bench --only sync`).
 DEFAULT_SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture")
 # The evaluation sets of the quality section (lore.bench.sets), in the order they run.
-SETS = ("scifact", "knownitem", "memory", "memory-fresh", "demo")
+SETS = ("scifact", "knownitem", "memory", "memory-fresh", "demo", "locomo")
 DEFAULT_SIZES = (1000, 10000, 50000)
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -58,6 +58,12 @@ def shared_dir(required: bool = True) -> Path | None:
             hint="set LORE_SHARED_DIR to the directory holding beir/ and corpora/",
         )
     return None
+
+
+def bench_cache_dir() -> Path:
+    """Where the bench keeps what it downloads (the LoCoMo file): ``$XDG_CACHE_HOME/lore-bench``, else ``~/.cache/lore-bench``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "lore-bench"
 
 
 def demo_dir() -> Path:

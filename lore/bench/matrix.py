@@ -19,7 +19,8 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ from lore.bench.sets import SPLITS, EvalSet
 from lore.bench.textbook import TextbookBM25, record_text
 
 MEASURES = ("R@5", "R@10", "RR@10")
+# A set whose questions count as found when any relevant record is retrieved (LoCoMo's
+# evidence turns): the share of questions with one in the top k, ir-measures' Success@k.
+ANY_MEASURES = ("Success@5", "Success@10", "RR@10")
 Progress = Callable[[str], None]
 SYSTEMS = ("textbook", "grep", "bm25", "vector", "hyde", "default", "cold")
 LABELS = {
@@ -49,7 +53,7 @@ BOOTSTRAP_SEED = 14
 
 
 def per_question(ranked: Mapping[str, list[str]], qrels: Mapping[str, Mapping[str, int]], measure: str) -> list[float]:
-    """``measure`` (R@k, RR@10 or nDCG@10) of each judged question, in qrels order."""
+    """``measure`` (R@k, Success@k, RR@10 or nDCG@10) of each judged question, in qrels order."""
     import math
 
     values = []
@@ -58,6 +62,9 @@ def per_question(ranked: Mapping[str, list[str]], qrels: Mapping[str, Mapping[st
         if measure.startswith("R@"):
             k = int(measure[2:])
             values.append(sum(1 for i in ids[:k] if i in relevant) / len(relevant))
+        elif measure.startswith("Success@"):
+            k = int(measure.split("@")[1])
+            values.append(1.0 if any(i in relevant for i in ids[:k]) else 0.0)
         elif measure == "RR@10":
             values.append(next((1.0 / (n + 1) for n, i in enumerate(ids) if i in relevant), 0.0))
         else:  # nDCG@10, graded
@@ -139,75 +146,161 @@ def store_texts(searcher: Searcher) -> list[tuple[str, str, dict[str, Any]]]:
 def run_set(evalset: EvalSet, work: Path, *, systems: tuple[str, ...] = SYSTEMS, progress: Progress = _quiet,
             extra: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Every system on both splits of one set; ``extra`` adds named SearchOptions (exploration)."""
-    started = time.perf_counter()
+    return run_sets(evalset.name, [evalset], work, systems=systems, progress=progress, extra=extra)
+
+
+@dataclass
+class _Answers:
+    """One system's answers on one split, gathered over every store of a set."""
+
+    ranked: dict[str, list[str]] = field(default_factory=dict)  # qid -> ids as the qrels name them
+    gaps: dict[str, bool] = field(default_factory=dict)  # qid -> flagged as an evidence gap
+    times: list[float] = field(default_factory=list)
+
+
+def _search_store(evalset: EvalSet, work: Path, named: Mapping[str, Any], answers: dict[tuple[str, str], _Answers],
+                  progress: Progress) -> int:  # fmt: skip
+    """Build one store, ask every system every question of both splits, add to ``answers``; return its records."""
     progress(f"{evalset.name}: building the index")
     searcher = open_set(evalset, work)
     texts = store_texts(searcher)
     label = evalset.label_of
-    measures = (*MEASURES, "nDCG@10") if evalset.primary == "nDCG@10" else MEASURES
-    result: dict[str, Any] = {"records": len(texts), "splits": {}, "primary": evalset.primary}
-    named: dict[str, Any] = {s: None for s in systems}
-    named.update(extra or {})
     textbook = TextbookBM25((rid, text) for rid, text, _ in texts) if "textbook" in named else None
     grep = None
     if "grep" in named:
         files = [{"id": rid, "decision": text, "rationale": "", "tags": []} for rid, text, _ in texts]
         grep = GrepBaseline(work / f"{evalset.name}-files", files)
     cold_reader = _cold_reader(searcher) if "cold" in named else None
+    try:
+        for split in SPLITS:
+            answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
+            if not answerable and not unanswerable:
+                continue  # a held-out set has no dev split
+            for name, custom in named.items():
+                progress(f"{evalset.name} {split}: {LABELS.get(name, name)} ({len(answerable)} questions)")
+                got = answers.setdefault((split, name), _Answers())
+                asked = {**answerable, **unanswerable} if _with_gap(name, custom) else answerable
+                for qid, text in asked.items():
+                    t = time.perf_counter()
+                    if name == "textbook":
+                        assert textbook is not None
+                        ids = textbook.search(text, 10)
+                    elif name == "grep":
+                        assert grep is not None
+                        ids = grep.search(text, 10)
+                    elif name == "cold" and custom is None:
+                        response = _cold_query(cold_reader, text, evalset.now)
+                        if response is None:  # quoted phrases: the hook runs the whole pipeline
+                            response = searcher.query(text, options_for("default", evalset.now))
+                        ids = [h.id for h in response.hits]
+                        got.gaps[qid] = bool(response.gap.gap)
+                    else:
+                        opts = custom if custom is not None else options_for(name, evalset.now)
+                        response = searcher.query(text, opts._replace(now=evalset.now))
+                        ids = [h.id for h in response.hits]
+                        got.gaps[qid] = bool(response.gap.gap)
+                    got.times.append((time.perf_counter() - t) * 1000)
+                    got.ranked[qid] = [label.get(i, i) for i in ids]
+    finally:
+        searcher.close()
+        if cold_reader is not None:
+            cold_reader.close()
+        if grep is not None:
+            shutil.rmtree(grep.directory, ignore_errors=True)
+        shutil.rmtree(work / f"{evalset.name}-index", ignore_errors=True)
+        if evalset.data_dir is None:
+            shutil.rmtree(work / f"{evalset.name}-data", ignore_errors=True)
+    return len(texts)
+
+
+def _with_gap(name: str, custom: Any) -> bool:
+    """Whether a system's evidence-gap verdict is recorded (and so unanswerable questions asked)."""
+    return name in ("default", "cold") or custom is not None
+
+
+def _gap_share(gaps: Mapping[str, bool], qids: Collection[str]) -> float:
+    return round(sum(gaps[q] for q in qids) / max(len(qids), 1), 4)
+
+
+def _quoted(questions: Mapping[str, str], ranked: Mapping[str, list[str]]) -> dict[str, int]:
+    """How many questions hold a double quote, and how many of those the system returned nothing for."""
+    quoted = [q for q, text in questions.items() if '"' in text]
+    return {"questions": len(quoted), "zero_hits": sum(1 for q in quoted if not ranked.get(q))}
+
+
+def run_sets(name: str, evalsets: Sequence[EvalSet], work: Path, *, systems: tuple[str, ...] = SYSTEMS,
+             progress: Progress = _quiet, extra: Mapping[str, Any] | None = None,
+             groups: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """Every system on both splits of a set held in one or more stores (LoCoMo: one per conversation).
+
+    Each store is searched on its own; the figures are then taken over every
+    question of every store together. ``groups`` (qid -> label) adds the same
+    figures per group (LoCoMo's question categories) under each split's ``groups``.
+    """
+    started = time.perf_counter()
+    named: dict[str, Any] = {s: None for s in systems}
+    named.update(extra or {})
+    answers: dict[tuple[str, str], _Answers] = {}
+    records = sum(_search_store(evalset, work, named, answers, progress) for evalset in evalsets)
+    primary = evalsets[0].primary if evalsets else "R@10"
+    measures: tuple[str, ...] = ANY_MEASURES if evalsets and evalsets[0].hit_any else MEASURES
+    measures = (*measures, "nDCG@10") if primary == "nDCG@10" else measures
+    result: dict[str, Any] = {"records": records, "splits": {}, "primary": primary, "measures": list(measures)}
+    if len(evalsets) > 1:
+        result["stores"] = len(evalsets)
     for split in SPLITS:
-        answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
+        answerable: dict[str, str] = {}
+        unanswerable: dict[str, str] = {}
+        qrels: dict[str, dict[str, int]] = {}
+        for evalset in evalsets:
+            answerable.update(evalset.answerable(split))
+            unanswerable.update(evalset.unanswerable(split))
+            qrels.update(evalset.judged(split))
         if not answerable and not unanswerable:
-            continue  # a held-out set has no dev split
-        qrels = evalset.judged(split)
+            continue
         figures: dict[str, Any] = {"answerable": len(answerable), "unanswerable": len(unanswerable), "systems": {}}
-        rankings: dict[str, dict[str, list[str]]] = {}
-        for name, custom in named.items():
-            progress(f"{evalset.name} {split}: {LABELS.get(name, name)} ({len(answerable)} questions)")
-            times: list[float] = []
-            gaps: dict[str, bool] = {}
-            ranked: dict[str, list[str]] = {}
-            with_gap = name in ("default", "cold") or custom is not None
-            asked = {**answerable, **unanswerable} if with_gap else answerable
-            for qid, text in asked.items():
-                t = time.perf_counter()
-                if name == "textbook":
-                    assert textbook is not None
-                    ids = textbook.search(text, 10)
-                elif name == "grep":
-                    assert grep is not None
-                    ids = grep.search(text, 10)
-                elif name == "cold" and custom is None:
-                    response = _cold_query(cold_reader, text, evalset.now)
-                    if response is None:  # quoted phrases: the hook runs the whole pipeline
-                        response = searcher.query(text, options_for("default", evalset.now))
-                    ids = [h.id for h in response.hits]
-                    gaps[qid] = bool(response.gap.gap)
-                else:
-                    opts = custom if custom is not None else options_for(name, evalset.now)
-                    response = searcher.query(text, opts._replace(now=evalset.now))
-                    ids = [h.id for h in response.hits]
-                    gaps[qid] = bool(response.gap.gap)
-                times.append((time.perf_counter() - t) * 1000)
-                ranked[qid] = [label.get(i, i) for i in ids]
-            row: dict[str, Any] = evaluate({q: ranked[q] for q in answerable}, qrels, measures)
-            row["query_ms_p50"] = round(statistics.median(times), 2) if times else None
-            if with_gap and unanswerable:
-                row["gap_answerable"] = round(sum(gaps[q] for q in answerable) / max(len(answerable), 1), 4)
-                row["gap_unanswerable"] = round(sum(gaps[q] for q in unanswerable) / len(unanswerable), 4)
-            figures["systems"][name] = row
-            rankings[name] = ranked
-        if "default" in rankings and "textbook" in rankings:
-            figures["margins"] = {m: paired_margin(per_question(rankings["default"], qrels, m),
-                                                   per_question(rankings["textbook"], qrels, m))
+        for system, custom in named.items():
+            got = answers[(split, system)]
+            row: dict[str, Any] = evaluate({q: got.ranked[q] for q in answerable}, qrels, measures)
+            row["query_ms_p50"] = round(statistics.median(got.times), 2) if got.times else None
+            if _with_gap(system, custom) and unanswerable:
+                row["gap_answerable"] = _gap_share(got.gaps, answerable)
+                row["gap_unanswerable"] = _gap_share(got.gaps, unanswerable)
+            figures["systems"][system] = row
+        if "default" in named:
+            figures["quoted"] = _quoted({**answerable, **unanswerable}, answers[(split, "default")].ranked)
+        if "default" in named and "textbook" in named:
+            ours, theirs = answers[(split, "default")].ranked, answers[(split, "textbook")].ranked
+            figures["margins"] = {m: paired_margin(per_question(ours, qrels, m), per_question(theirs, qrels, m))
                                   for m in measures}  # fmt: skip
+        if groups:
+            figures["groups"] = _group_figures(named, answers, split, answerable, unanswerable, qrels, groups, measures)
         result["splits"][split] = figures
-    searcher.close()
-    if cold_reader is not None:
-        cold_reader.close()
-    if grep is not None:
-        shutil.rmtree(grep.directory, ignore_errors=True)
-    shutil.rmtree(work / f"{evalset.name}-index", ignore_errors=True)
-    if evalset.data_dir is None:
-        shutil.rmtree(work / f"{evalset.name}-data", ignore_errors=True)
     result["seconds"] = round(time.perf_counter() - started, 1)
     return result
+
+
+def _group_figures(named: Mapping[str, Any], answers: Mapping[tuple[str, str], _Answers], split: str,
+                   answerable: Mapping[str, str], unanswerable: Mapping[str, str],
+                   qrels: Mapping[str, Mapping[str, int]], groups: Mapping[str, str],
+                   measures: Sequence[str]) -> dict[str, Any]:  # fmt: skip
+    """The figures of one split per group of questions: measures on its answerable ones, gap shares on all."""
+    out: dict[str, Any] = {}
+    for group in sorted({groups[q] for q in (*answerable, *unanswerable) if q in groups}):
+        yes = [q for q in answerable if groups.get(q) == group]
+        no = [q for q in unanswerable if groups.get(q) == group]
+        entry: dict[str, Any] = {"answerable": len(yes), "unanswerable": len(no), "systems": {}}
+        for system, custom in named.items():
+            got = answers[(split, system)]
+            row: dict[str, Any] = {}
+            if yes:
+                row.update(evaluate({q: got.ranked[q] for q in yes}, {q: qrels[q] for q in yes}, measures))
+            if _with_gap(system, custom):
+                if yes:
+                    row["gap_answerable"] = _gap_share(got.gaps, yes)
+                if no:
+                    row["gap_unanswerable"] = _gap_share(got.gaps, no)
+            if row:
+                entry["systems"][system] = row
+        out[group] = entry
+    return out

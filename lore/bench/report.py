@@ -34,7 +34,10 @@ SET_TITLES = {
     "memory": "memory regime: short git memories, coding-agent prompts",
     "memory-fresh": "memory regime, 200 fresh questions written after the defaults were frozen (test only)",
     "demo": "the bundled demo data, coding-agent prompts",
+    "locomo": "LoCoMo-10 conversations, one store each, a record per turn (unanswerable = category 5, adversarial)",
 }
+SHORT = {"R@5": "R@5", "R@10": "R@10", "RR@10": "MRR@10", "nDCG@10": "nDCG@10", "Success@5": "R@5 any",
+         "Success@10": "R@10 any"}  # fmt: skip
 
 
 def matrix_table(name: str, result: dict[str, Any]) -> Table:
@@ -42,8 +45,8 @@ def matrix_table(name: str, result: dict[str, Any]) -> Table:
     from lore.bench.matrix import LABELS
 
     splits = result["splits"]
-    measures = ["R@5", "R@10", "RR@10"] + (["nDCG@10"] if result.get("primary") == "nDCG@10" else [])
-    short = {"R@5": "R@5", "R@10": "R@10", "RR@10": "MRR@10", "nDCG@10": "nDCG@10"}
+    measures = result.get("measures") or ["R@5", "R@10", "RR@10"] + (["nDCG@10"] if result.get("primary") == "nDCG@10" else [])
+    short = SHORT
     counts = ", ".join(f"{s} {f['answerable']}+{f['unanswerable']}" for s, f in splits.items())
     table = Table(title=f"{SET_TITLES.get(name, name)}: {result['records']:,} records; questions {counts} (answerable+unanswerable)")
     table.add_column("system")
@@ -68,8 +71,85 @@ def matrix_table(name: str, result: dict[str, Any]) -> Table:
     if margins:
         shown = ", ".join(f"{short[m]} {v['diff']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]" for m, v in margins.items())
         caption += f"\ndefaults - textbook BM25 on test (95% paired bootstrap): {shown}"
+    if any(m.startswith("Success@") for m in measures):
+        caption += "\nR@k any: the share of questions with any of their evidence records in the top k (ir-measures Success@k)"
+    quoted = splits.get("test", {}).get("quoted")
+    if quoted and quoted["questions"]:
+        caption += f"\ntest questions holding a double quote: {quoted['questions']}, of which the defaults returned nothing for {quoted['zero_hits']}"
     table.caption = caption
     return table
+
+
+def groups_table(name: str, result: dict[str, Any]) -> Table | None:
+    """A set's figures per group of questions (LoCoMo's categories): every system, dev and test."""
+    from lore.bench.matrix import LABELS
+
+    splits = result["splits"]
+    if not any("groups" in f for f in splits.values()):
+        return None
+    measures = result.get("measures") or ["R@5", "R@10", "RR@10"]
+    table = Table(title=f"{name} by question category (answerable questions dev/test in brackets)")
+    table.add_column("category")
+    table.add_column("system")
+    for split in splits:
+        for m in measures:
+            table.add_column(f"{split} {SHORT.get(m, m)}", justify="right")
+    groups: list[str] = []
+    for figures in splits.values():
+        groups.extend(g for g in figures.get("groups", {}) if g not in groups)
+    for group in groups:
+        entries = [f.get("groups", {}).get(group, {}) for f in splits.values()]
+        if not any(e.get("answerable") for e in entries):
+            continue  # unanswerable only: the abstention table
+        systems: list[str] = []
+        for entry in entries:
+            systems.extend(s for s in entry.get("systems", {}) if s not in systems)
+        counts = "/".join(str(e.get("answerable", 0)) for e in entries)
+        for n, system in enumerate(systems):
+            row = [f"{group} ({counts})" if n == 0 else "", LABELS.get(system, system)]
+            for entry in entries:
+                f = entry.get("systems", {}).get(system, {})
+                row.extend(_f(f.get(m)) for m in measures)
+            table.add_row(*row, end_section=n == len(systems) - 1)
+    return table
+
+
+def abstention_table(name: str, result: dict[str, Any]) -> Table | None:
+    """The share of questions each system flags as an evidence gap, per split and group: on the
+    unanswerable ones a right abstention, on the answerable ones a false one."""
+    from lore.bench.matrix import LABELS
+
+    splits = result["splits"]
+    systems: list[str] = []
+    for figures in splits.values():
+        systems.extend(s for s, f in figures["systems"].items() if "gap_unanswerable" in f and s not in systems)
+    if not systems:
+        return None
+    table = Table(title=f"{name}: evidence gap flagged (SearchResponse.gap), share of questions")
+    table.add_column("system")
+    for split, figures in splits.items():
+        table.add_column(f"{split} unanswerable ({figures['unanswerable']})", justify="right")
+        table.add_column(f"{split} answerable ({figures['answerable']})", justify="right")
+    for system in systems:
+        cells: list[str] = []
+        for figures in splits.values():
+            f = figures["systems"].get(system, {})
+            cells.extend(f"{f[k]:.1%}" if k in f else "-" for k in ("gap_unanswerable", "gap_answerable"))
+        table.add_row(LABELS.get(system, system), *cells)
+    table.caption = ("unanswerable: flagged is the right answer (an abstention); answerable: flagged is a false abstention. "
+                     "No hook-level abstention is measured yet: this is the search's evidence-gap verdict")
+    return table
+
+
+def data_caption(result: dict[str, Any]) -> str | None:
+    data = result.get("data")
+    if not data:
+        return None
+    return (f"{data.get('conversations')} conversations, {data.get('turns'):,} turns, {data.get('questions'):,} questions "
+            f"({data.get('quoted_questions')} with a double quote); evidence strings {data.get('evidence_strings')}: "
+            f"{data.get('evidence_malformed', 0)} malformed (split or normalised), {data.get('evidence_unknown_turn', 0)} "
+            f"naming no turn (dropped); {data.get('questions_without_evidence', 0)} answerable questions left with no "
+            f"evidence (not scored). Split: {data.get('split')}. Source: {data.get('source')}")
 
 
 def duplicates_table(result: dict[str, Any]) -> Table:
@@ -308,7 +388,17 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(machine_table(results["machine"]))
     for name, result in (results.get("quality") or {}).items():
+        if "skipped" in result:
+            console.print(f"[yellow]skipped:[/yellow] the {name} set: {result['skipped']}")
+            continue
         console.print(matrix_table(name, result))
+        for extra_table in (groups_table(name, result), abstention_table(name, result) if "groups" in
+                            result["splits"].get("test", {}) else None):  # fmt: skip
+            if extra_table is not None:
+                console.print(extra_table)
+        caption = data_caption(result)
+        if caption:
+            console.print(caption)
     if "duplicates" in results:
         console.print(duplicates_table(results["duplicates"]))
     sizes = results.get("sizes") or {}

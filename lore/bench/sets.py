@@ -7,13 +7,16 @@
 | memory | 8,000 short git memories (subject + first paragraph, <= 300 chars) | 280 coding-agent prompts + 79 unanswerable | half | half |
 | memory-fresh | the memory set's store | 200 coding-agent prompts written after every default was frozen | none | all |
 | demo | the bundled demo data (`data/`) | coding-agent prompts + unanswerable | half | half |
+| locomo | LoCoMo-10: ten conversations, each its own store, one record per turn (lore.bench.locomo) | categories 1-4 + category 5 (adversarial) | alternate questions | the others |
 
 The split of each question file is written in the file itself (``"split"``), so it
 never changes silently. No default, weight or threshold may be chosen on a test
 split (docs/search.md names the dev split behind each one).
 
 The questions ship inside the package (``lore/bench/data``); the corpora are read
-from the shared directory by path and never copied.
+from the shared directory by path and never copied. LoCoMo is the exception: its
+conversations and questions come together in one public file, downloaded into the
+bench cache when the set first runs (lore.bench.locomo says from where).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class EvalSet:
     data_dir: Path | None = None  # an existing data dir (the demo set)
     label_of: dict[str, str] = field(default_factory=dict)  # record id -> the id qrels use (SciFact's)
     primary: str = "R@10"
+    hit_any: bool = False  # a question is found when any of its relevant records is (R@k as Success@k)
 
     def answerable(self, split: str) -> dict[str, str]:
         return {q: t for q, t in self.questions.items() if q in self.qrels and self.split[q] == split}
@@ -177,12 +181,24 @@ def demo(data_dir: Path | None = None) -> EvalSet:
     return EvalSet("demo", [], questions, qrels, split, corpora.epoch(DEMO_NOW), data_dir=data_dir)
 
 
-def all_sets(shared: Path, *, quick: bool = False) -> dict[str, Any]:
-    """Loaders by name (called lazily: each set's corpus is read only when it runs)."""
+def all_sets(shared: Path, *, quick: bool = False, cache: Path | None = None) -> dict[str, Any]:
+    """Loaders by name (called lazily: each set's corpus is read only when it runs).
+
+    ``locomo`` loads a :class:`lore.bench.locomo.Locomo` (ten stores) from ``cache``,
+    downloading its file there first if needed; the others load one EvalSet.
+    """
+
+    def locomo() -> Any:
+        from lore.bench import bench_cache_dir
+        from lore.bench import locomo as module
+
+        return module.load(cache or bench_cache_dir())
+
     return {
         "scifact": lambda: scifact(shared, quick=quick),
         "knownitem": lambda: knownitem(shared, commits=1000 if quick else 5000),
         "memory": lambda: memory(shared),
         "memory-fresh": lambda: memory_fresh(shared),
         "demo": lambda: demo(),
+        "locomo": locomo,
     }

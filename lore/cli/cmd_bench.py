@@ -15,7 +15,7 @@ def bench(
     out: str | None = typer.Option(None, "--out", help="Write every figure and the machine description to this JSON file."),
     sizes: str | None = typer.Option(None, "--sizes", help="Store sizes for latency, indexing and scale (default 1000,10000,50000; quick: 1000)."),
     only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,duplicates,latency,indexing,firstprompt,surfaces,soak,import,capture (the default), sync (the lore sync soak; only when named)."),
-    sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,memory-fresh,demo."),
+    sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,memory-fresh,demo,locomo (LoCoMo is downloaded once into the bench cache)."),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary work directory (its path is printed)."),
 ) -> None:
     """Measure ranking quality (every set, dev and test splits, against baselines), duplicate detection, latency, indexing,
@@ -37,14 +37,15 @@ def bench(
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
         raise UsageError(f"unknown section {unknown[0]!r}", hint="sections: " + ",".join(SECTIONS))
-    needs_corpora = any(s != "sync" for s in chosen)  # the sync soak writes its own records
-    if needs_corpora:
+    picked = tuple(s.strip() for s in sets.split(",") if s.strip()) if sets else SETS
+    # The sync soak writes its own records; the demo and LoCoMo sets bring their own data.
+    needs_corpora = any(s != "sync" for s in chosen) and not (set(chosen) == {"quality"} and set(picked) <= {"demo", "locomo"})
+    if any(s != "sync" for s in chosen):
         require_extra()
     settings = BenchSettings.for_quick(chosen) if quick else BenchSettings(only=chosen)
     if quick:
         settings.extra["sync"] = {"per_type": 30, "shared_patterns": 10, "rounds": 10, "collisions": 3}
     if sets:
-        picked = tuple(s.strip() for s in sets.split(",") if s.strip())
         unknown = [s for s in picked if s not in SETS]
         if unknown or not picked:
             raise UsageError(f"unknown evaluation set {(unknown or [sets])[0]!r}", hint="sets: " + ",".join(SETS))

