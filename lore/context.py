@@ -135,13 +135,13 @@ def _near_identical(a: str, b: str) -> bool:
 
 def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[str, ...] = (),
            null: inject.NullEvidence = inject.DEFAULT_NULL, max_items: int = 5,
-           settings: inject.InjectSettings | None = None) -> inject.Decision:  # fmt: skip
+           settings: inject.InjectSettings | None = None, asked: bool = False) -> inject.Decision:  # fmt: skip
     """The injection decision over the response's first ``max_items`` hits (``lore.rank.inject``)."""
     vectors = "vector" in response.channels_used
     hits = [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None)
             for h in response.hits[:max_items]]  # fmt: skip
     return inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, null=null,
-                         settings=settings)  # fmt: skip
+                         settings=settings, asked=asked)  # fmt: skip
 
 
 def _meta(item: ContextItem, fmt: str) -> str:
@@ -259,10 +259,12 @@ class Profile(NamedTuple):
     fmt: str = "markdown"
     fenced: bool = False
     gap_line: bool = False
+    # Someone asked for this block (a command, a tool call), rather than the hook handing it unasked.
+    asked: bool = True
 
 
 # The surfaces' profiles (callers adjust them with ``_replace``: the hook's budget is a setting).
-HOOK = Profile(1500, 5, "compact", fenced=True)
+HOOK = Profile(1500, 5, "compact", fenced=True, asked=False)
 MCP = Profile(500 * CHARS_PER_TOKEN, 5, "markdown", fenced=True, gap_line=True)
 TERMINAL = Profile(500 * CHARS_PER_TOKEN, 5, "markdown")
 
@@ -274,7 +276,8 @@ def block_for(response: SearchResponse, profile: Profile, *, project: str | None
     Every surface that hands memories to an agent (the prompt hook's warm and cold
     paths, MCP ``context``, ``lore context``, ``Lore.context``) ends here.
     """
-    decision = decide(response, project=project, seen=seen, null=null, max_items=profile.max_items, settings=settings)
+    decision = decide(response, project=project, seen=seen, null=null, max_items=profile.max_items, settings=settings,
+                      asked=profile.asked)  # fmt: skip
     return assemble(response, budget_chars=profile.budget_chars, max_items=profile.max_items, fmt=profile.fmt,
                     fenced=profile.fenced, gap_line=profile.gap_line, decision=decision)  # fmt: skip
 

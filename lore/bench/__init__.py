@@ -15,10 +15,10 @@ from pathlib import Path
 
 from lore.errors import LoreError, NotFoundError
 
-SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture", "sync")
+SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture", "sync")
 # `lore bench` without --only: the sync soak takes minutes of git merges and says nothing about
 # search, so it runs when asked for (`lore bench --only sync`).
-DEFAULT_SECTIONS = ("quality", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture")
+DEFAULT_SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture")
 # The evaluation sets of the quality section (lore.bench.sets), in the order they run.
 SETS = ("scifact", "knownitem", "memory", "memory-fresh", "demo", "locomo")
 DEFAULT_SIZES = (1000, 10000, 50000)

@@ -34,7 +34,7 @@ MEASURES = ("R@5", "R@10", "RR@10")
 # evidence turns): the share of questions with one in the top k, ir-measures' Success@k.
 ANY_MEASURES = ("Success@5", "Success@10", "RR@10")
 Progress = Callable[[str], None]
-SYSTEMS = ("textbook", "grep", "bm25", "vector", "hyde", "default", "cold")
+SYSTEMS = ("textbook", "grep", "bm25", "vector", "hyde", "default", "cold", "block", "block-cold")
 LABELS = {
     "textbook": "textbook BM25",
     "grep": "grep -il",
@@ -43,7 +43,13 @@ LABELS = {
     "hyde": "lore HyDE channel alone",
     "default": "lore defaults",
     "cold": "lore hook, cold lexical path",
+    "block": "hook block as built, warm",
+    "block-cold": "hook block as built, cold",
 }
+# The hook's block as built (before the injection decision may abstain): the records it
+# carries, best first, to set beside `lore search`'s top 5; its "gap" is the injection
+# decision's refusal (lore.rank.inject), so the abstention table shows the hook's own.
+BLOCKS = ("block", "block-cold")
 
 
 # The margin of the defaults over the textbook BM25 on each split, with a 95% paired
@@ -170,7 +176,13 @@ def _search_store(evalset: EvalSet, work: Path, named: Mapping[str, Any], answer
     if "grep" in named:
         files = [{"id": rid, "decision": text, "rationale": "", "tags": []} for rid, text, _ in texts]
         grep = GrepBaseline(work / f"{evalset.name}-files", files)
-    cold_reader = _cold_reader(searcher) if "cold" in named else None
+    cold_reader = _cold_reader(searcher) if "cold" in named or "block-cold" in named else None
+    evidence = None
+    if any(b in named for b in BLOCKS):
+        from lore.rank import null
+
+        null.ensure(searcher.session, evalset.now)
+        evidence = null.load(searcher.session.open("ignore").directory)
     try:
         for split in SPLITS:
             answerable, unanswerable = evalset.answerable(split), evalset.unanswerable(split)
@@ -188,6 +200,9 @@ def _search_store(evalset: EvalSet, work: Path, named: Mapping[str, Any], answer
                     elif name == "grep":
                         assert grep is not None
                         ids = grep.search(text, 10)
+                    elif name in BLOCKS and custom is None:
+                        ids, refused = _block(searcher, cold_reader, text, evalset.now, name == "block-cold", evidence)
+                        got.gaps[qid] = refused
                     elif name == "cold" and custom is None:
                         response = _cold_query(cold_reader, text, evalset.now)
                         if response is None:  # quoted phrases: the hook runs the whole pipeline
@@ -213,9 +228,30 @@ def _search_store(evalset: EvalSet, work: Path, named: Mapping[str, Any], answer
     return len(texts)
 
 
+def _block(searcher: Searcher, cold_reader: Any, text: str, now: float, cold: bool, evidence: Any) -> tuple[list[str], bool]:
+    """The hook's block as built for ``text`` (its ids), and whether the injection decision refuses it."""
+    from lore.context import HOOK, block_for, decide
+    from lore.rank import inject
+    from lore.rank.cold import Declined, hook_options, lexical_run
+    from lore.rank.pipeline import CHANNELS, with_text
+    from lore.rank.query import scrub_query
+
+    response = None
+    if cold:
+        try:
+            response = lexical_run(cold_reader, scrub_query(text).text, hook_options(None, now), access={})
+            response.hits = [with_text(cold_reader, hit) for hit in response.hits]
+        except Declined:
+            response = None  # the hook hands these to the whole pipeline
+    if response is None:
+        response = searcher.query(text, hook_options(None, now, channels=CHANNELS))
+    built = block_for(response, HOOK, null=evidence, settings=inject.DEFAULT_SETTINGS._replace(enabled=False))
+    return [item.id for item in built.items], not decide(response, null=evidence).inject
+
+
 def _with_gap(name: str, custom: Any) -> bool:
     """Whether a system's evidence-gap verdict is recorded (and so unanswerable questions asked)."""
-    return name in ("default", "cold") or custom is not None
+    return name in ("default", "cold", *BLOCKS) or custom is not None
 
 
 def _gap_share(gaps: Mapping[str, bool], qids: Collection[str]) -> float:

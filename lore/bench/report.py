@@ -384,6 +384,37 @@ def import_table(result: dict[str, Any]) -> Table:
     return table
 
 
+STREAM_POLICIES = {"lore": "lore", "always": "always", "before": "before"}
+
+
+def stream_tables(result: dict[str, Any]) -> list[Table]:
+    """The prompt stream: what reaches the agent per policy and path, and the test split's trade-off curve."""
+    tables = []
+    for split in ("test", "dev"):
+        table = Table(title=f"Prompt stream, {split} split ({result['prompts']} prompts in all, 32 sessions, two stores): "
+                            "what the hook hands the agent")  # fmt: skip
+        for column in ("path", "policy", "store", "hit", "hit strict", "unanswerable left empty", "precision",
+                       "chars/prompt", "chars/block", "items/block"):  # fmt: skip
+            table.add_column(column, justify="left" if column in ("path", "policy", "store") else "right")
+        for key, stores in result["splits"][split].items():
+            path, policy = key.split("/")
+            for store, f in stores.items():
+                table.add_row(path, STREAM_POLICIES.get(policy, policy), store, _f(f["hit"]), _f(f["hit_strict"]),
+                              _f(f["left_empty"]), _f(f["precision"]), _f(f["chars_per_prompt"], 0),
+                              _f(f["chars_per_block"], 0), _f(f["items_per_block"], 2))  # fmt: skip
+        table.caption = ("lore: the injection decision; always: the first five hits of every non-trivial prompt; before: "
+                         "the block before the decision (gap verdict, whole summaries). hit: answerable prompts whose "
+                         "block holds a relevant record or whose session was handed one earlier; strict: in this block")
+        tables.append(table)
+    curve = Table(title="Prompt stream, test split: unanswerable prompts left empty against hit rate, as the gate moves")
+    for column in ("gate", "warm hit", "warm left empty", "cold hit", "cold left empty"):
+        curve.add_column(column, justify="right")
+    for warm, cold in zip(result["curve"]["warm"], result["curve"]["cold"], strict=True):
+        curve.add_row(_f(warm["gate"], 3), _f(warm["hit"]), _f(warm["left_empty"]), _f(cold["hit"]), _f(cold["left_empty"]))
+    tables.append(curve)
+    return tables
+
+
 def render(results: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     console.print(machine_table(results["machine"]))
@@ -399,6 +430,9 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
         caption = data_caption(result)
         if caption:
             console.print(caption)
+    if results.get("stream"):
+        for table in stream_tables(results["stream"]):
+            console.print(table)
     if "duplicates" in results:
         console.print(duplicates_table(results["duplicates"]))
     sizes = results.get("sizes") or {}

@@ -139,6 +139,16 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                     failed(f"quality {name}", error)
                 results["harness_seconds"][f"quality {name}"] = round(time.perf_counter() - t, 1)
                 save()
+        if "stream" in settings.only:
+            from lore.bench import stream
+
+            t = time.perf_counter()
+            try:
+                results["stream"] = stream.run(shared, work, progress)
+            except Exception as error:
+                failed("stream", error)
+            results["harness_seconds"]["stream"] = round(time.perf_counter() - t, 1)
+            save()
         if "duplicates" in settings.only:
             from lore.bench import duplicates
 

@@ -14,7 +14,7 @@ def bench(
     quick: bool = typer.Option(False, "--quick", help="A small subset that runs in about a minute."),
     out: str | None = typer.Option(None, "--out", help="Write every figure and the machine description to this JSON file."),
     sizes: str | None = typer.Option(None, "--sizes", help="Store sizes for latency, indexing and scale (default 1000,10000,50000; quick: 1000)."),
-    only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,duplicates,latency,indexing,firstprompt,surfaces,soak,import,capture (the default), sync (the lore sync soak; only when named)."),
+    only: str | None = typer.Option(None, "--only", help="Comma-separated sections: quality,stream,duplicates,latency,indexing,firstprompt,surfaces,soak,import,capture (the default), sync (the lore sync soak; only when named)."),
     sets: str | None = typer.Option(None, "--sets", help="Comma-separated evaluation sets of the quality section: scifact,knownitem,memory,memory-fresh,demo,locomo (LoCoMo is downloaded once into the bench cache)."),
     keep: bool = typer.Option(False, "--keep", help="Keep the temporary work directory (its path is printed)."),
 ) -> None:
