@@ -70,47 +70,65 @@ def training_rows(observed: list[stream.Observed], path: str) -> tuple[list[list
     return gate_x, gate_y, item_x, item_y
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shared", type=Path, default=Path("../shared"))
-    args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="lore-fit-"))
-    stores = stream.observe(args.shared, work, print)
-    dev = stream._split(stores, "dev")
+def choose(dev: list[stream.Observed], settings: inject.InjectSettings, path: str,
+           items: tuple[float, ...] = ITEM_THRESHOLDS, verbose: bool = True) -> tuple[inject.InjectSettings, dict[str, object]]:
+    """The gate and item thresholds that leave the most unanswerable dev prompts empty within 5 hit points."""
+
+    def with_thresholds(gate: float, item: float) -> inject.InjectSettings:
+        if path == "warm":
+            return settings._replace(warm_gate_threshold=gate, warm_item_threshold=item)
+        return settings._replace(cold_gate_threshold=gate, cold_item_threshold=item)
+
+    always = stream.measures(stream.replay(dev, path, "always", settings))["hit"]
+    best = None
+    for item in items:
+        best_here = None
+        for gate in (g / 100 for g in range(0, 91)):
+            figures = stream.measures(stream.replay(dev, path, "lore", with_thresholds(gate, item)))
+            if figures["hit"] + 1e-9 < always - MAX_HIT_DROP:
+                continue
+            key = (figures["left_empty"], figures["precision"], -gate)
+            if best_here is None or key > best_here[0]:
+                best_here = (key, gate, item, figures)
+        if best_here is None:
+            continue
+        if verbose:
+            f = best_here[3]
+            print(f"  {path} item {item}: gate {best_here[1]} left empty {f['left_empty']} hit {f['hit']} "
+                  f"precision {f['precision']} chars/prompt {f['chars_per_prompt']}")
+        if best is None or best_here[0] > best[0]:
+            best = best_here
+    assert best is not None
+    _, gate, item, figures = best
+    return with_thresholds(gate, item), {"always_hit": always, "gate": gate, "item": item, **figures}
+
+
+def fit(dev: list[stream.Observed]) -> inject.InjectSettings:
     fitted: dict[str, object] = {}
     for path in stream.PATHS:
         gate_x, gate_y, item_x, item_y = training_rows(dev, path)
         fitted[f"{path}_gate"] = tuple(logistic_fit(gate_x, gate_y))
         fitted[f"{path}_item"] = tuple(logistic_fit(item_x, item_y))
         print(f"{path}: gate from {len(gate_y)} prompts ({int(sum(gate_y))} answerable), items from {len(item_y)} hits")
-    settings = inject.DEFAULT_SETTINGS._replace(**fitted)  # type: ignore[arg-type]
+    return inject.DEFAULT_SETTINGS._replace(**fitted)  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shared", type=Path, default=Path("../shared"))
+    parser.add_argument("--raw", action="store_true", help="no null: the evidence as it is, not as z-scores (ablation)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="lore-fit-"))
+    stores = stream.observe(args.shared, work, print)
+    dev = stream._split(stores, "dev")
+    if args.raw:
+        flat = inject.NullEvidence({k: (0.0, 1.0) for k in inject.WARM_EVIDENCE}, {k: (0.0, 1.0) for k in inject.WARM_EVIDENCE})
+        for seen in dev:
+            seen.null = flat
+    settings = fit(dev)
     for path in stream.PATHS:
-        always = stream.measures(stream.replay(dev, path, "always", settings))["hit"]
-        best = None
-        for gate in (g / 100 for g in range(0, 91)):
-            for item in ITEM_THRESHOLDS:
-                tried = (settings._replace(warm_gate_threshold=gate, warm_item_threshold=item) if path == "warm"
-                         else settings._replace(cold_gate_threshold=gate, cold_item_threshold=item))  # fmt: skip
-                figures = stream.measures(stream.replay(dev, path, "lore", tried))
-                if figures["hit"] + 1e-9 < always - MAX_HIT_DROP:
-                    continue
-                key = (figures["left_empty"], figures["precision"], -gate)
-                if best is None or key > best[0]:
-                    best = (key, gate, item, figures)
-        assert best is not None
-        _, gate, item, figures = best
-        for other in ITEM_THRESHOLDS:  # the trade-off the item threshold makes, each at its best gate
-            shown = [(f["left_empty"], g, f) for g in (x / 100 for x in range(0, 91))
-                     for f in [stream.measures(stream.replay(dev, path, "lore", settings._replace(
-                         **({"warm_gate_threshold": g, "warm_item_threshold": other} if path == "warm"
-                            else {"cold_gate_threshold": g, "cold_item_threshold": other}))))]
-                     if f["hit"] + 1e-9 >= always - MAX_HIT_DROP]  # fmt: skip
-            if shown:
-                empty, g, f = max(shown, key=lambda t: (t[0], -t[1]))
-                print(f"  item {other}: gate {g} empty {empty} precision {f['precision']} chars/prompt {f['chars_per_prompt']} items/block {f['items_per_block']}")
-        print(f"{path}: always hits {always}; gate {gate}, item {item}: {figures}")
-        settings = (settings._replace(warm_gate_threshold=gate, warm_item_threshold=item) if path == "warm"
-                    else settings._replace(cold_gate_threshold=gate, cold_item_threshold=item))  # fmt: skip
+        settings, figures = choose(dev, settings, path)
+        print(f"{path}: {figures}")
     print(repr(settings))
     assert all(math.isfinite(v) for v in settings.warm_gate)
 
