@@ -293,3 +293,43 @@ def test_gemini_prompt_hook_searches_the_users_words_not_the_session_context_wra
     assert "exponential backoff" in context
     trivial = run_hook("prompt", "--agent", "gemini", payload={"prompt": wrapped.replace(PROMPT, "ok thanks")})
     assert (trivial.returncode, trivial.stdout) == (0, b"")
+
+
+# --------------------------------------------------------------------------- the registry, and what is installed
+
+
+def test_every_registered_agent_has_a_hook_protocol_and_a_cli_choice(cli) -> None:  # type: ignore[no-untyped-def]
+    from lore.agent.agents import REGISTRY
+    from lore.agent.hook import PROTOCOLS
+    from lore.cli.cmd_hook_install import AgentChoice
+
+    assert list(REGISTRY) == list(PROTOCOLS) == [choice.value for choice in AgentChoice]
+    assert all(agent.summary and agent.hooks for agent in REGISTRY.values())
+
+
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_installed_state_reads_back_every_agents_install(cli, lore_exe: str, scope: str) -> None:  # type: ignore[no-untyped-def]
+    """What `lore doctor` asks of each agent: is lore installed, wholly, and which `lore` do its entries run."""
+    from lore.agent.agents import REGISTRY, installed_state
+
+    expected = lore_exe if scope == "user" else "lore"
+    for name in REGISTRY:
+        assert not installed_state(name, scope).present, name
+        assert cli("hook", "install", "--agent", name, "--scope", scope).exit_code == 0, name
+        state = installed_state(name, scope)
+        assert state.complete and state.missing == [], (name, state)
+        assert state.executables == [expected], state
+        assert {piece.kind for piece in state.pieces} >= {"hook"}, name
+        assert cli("hook", "uninstall", "--agent", name, "--scope", scope).exit_code == 0, name
+        assert not installed_state(name, scope).present, name
+
+
+def test_installed_state_reports_a_broken_file_instead_of_raising(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    from lore.agent.agents import installed_state
+
+    assert cli("hook", "install", "--agent", "gemini").exit_code == 0
+    (Path.home() / ".gemini" / "settings.json").write_text("{ not json")
+    state = installed_state("gemini")
+    assert not state.present and all(piece.problem and "not valid JSON" in piece.problem for piece in state.pieces)
+    with pytest.raises(Exception, match="unknown agent"):
+        installed_state("bogus")

@@ -16,6 +16,7 @@ import json
 import re
 import sys
 import time
+from typing import NamedTuple  # loaded with lore.settings anyway
 
 from lore.agent.log import log_failure
 from lore.agent.prompt import context_for_prompt
@@ -40,18 +41,69 @@ def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
-# The agents whose hook protocols lore speaks (lore.agent.agents installs the hooks).
-AGENTS = ("claude-code", "codex", "gemini", "cursor")
-# The prompt hook's event name in each agent's protocol.
-# Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
-PROMPT_EVENTS = {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent"}
+class Protocol(NamedTuple):
+    """How lore's hooks read one agent's events and answer in its hook protocol.
+
+    The install side (files, hooks, MCP entry) of the same agent is its entry in
+    ``lore.agent.agents.REGISTRY``; this half stays here, a ``NamedTuple`` of plain
+    values, because every prompt imports this module and a dataclass costs the hook
+    ~14 ms (tests/test_layout.py).
+
+    prompt_event: the ``hookEventName`` the prompt block is announced under; None
+        when the agent's prompt hook cannot add context (Cursor), and then
+        ``prompt_passthrough`` is printed at once instead.
+    shape: how context is printed (``SHAPES``): Claude Code's ``hookSpecificOutput``
+        or Cursor's ``additional_context``.
+    session_note: a line that starts every session-start block (Cursor's pointer to
+        the MCP tools, since no prompt hook can bring memory there).
+    stop_output: what the stop hooks print (Cursor expects a JSON object from every hook).
+    """
+
+    name: str
+    prompt_event: str | None = "UserPromptSubmit"
+    shape: str = "hook-specific"
+    session_note: str = ""
+    stop_output: str | None = None
+    prompt_passthrough: str | None = None
+
+
 # Said at the start of every Cursor session, since its prompt hook cannot add context.
 CURSOR_NOTE = ("lore memory: before designing or changing something, call the `context` tool of the `lore` MCP "
                "server with what you are about to do; `search` finds decisions, patterns and lessons.")  # fmt: skip
 
+# The agents whose hook protocols lore speaks, in the order `--agent` lists them.
+PROTOCOLS: dict[str, Protocol] = {
+    "claude-code": Protocol("claude-code"),
+    "codex": Protocol("codex"),
+    "gemini": Protocol("gemini", prompt_event="BeforeAgent"),
+    # Cursor's prompt hook (beforeSubmitPrompt) can only let a prompt through or stop it.
+    "cursor": Protocol("cursor", prompt_event=None, shape="cursor", session_note=CURSOR_NOTE, stop_output="{}",
+                       prompt_passthrough=json.dumps({"continue": True})),
+}  # fmt: skip
+AGENTS = tuple(PROTOCOLS)
 
-def agent_argument(args: list[str]) -> str:
-    """``--agent NAME`` (or ``--agent=NAME``) from a hook's arguments; Claude Code by default.
+
+def _hook_specific(event: str, blocks: list[str]) -> str | None:
+    return hook_output(event, "\n".join(blocks)) if blocks else None
+
+
+def _cursor(event: str, blocks: list[str]) -> str | None:
+    """Cursor expects a JSON object from every hook, context or not."""
+    text = "\n".join(blocks)
+    return json.dumps({"additional_context": text, "continue": True} if text else {"continue": True})
+
+
+# shape -> (event name, blocks of context) -> the line printed on stdout (None: print nothing).
+SHAPES = {"hook-specific": _hook_specific, "cursor": _cursor}
+
+
+def answer(protocol: Protocol, event: str, blocks: list[str]) -> str | None:
+    """The hook's stdout line for ``blocks`` of context in ``protocol`` (None: print nothing)."""
+    return SHAPES[protocol.shape](event, [block for block in blocks if block])
+
+
+def agent_protocol(args: list[str]) -> Protocol:
+    """The protocol named by ``--agent NAME`` (or ``--agent=NAME``) in a hook's arguments; Claude Code's by default.
 
     A hook never fails on its arguments (a non-zero exit can block the agent): an
     unknown agent is logged and answered in Claude Code's protocol.
@@ -62,20 +114,22 @@ def agent_argument(args: list[str]) -> str:
             agent = args[index + 1]
         elif arg.startswith("--agent="):
             agent = arg.split("=", 1)[1]
-    if agent not in AGENTS:
+    if agent not in PROTOCOLS:
         log_failure("UsageError", f"unknown agent {agent!r}; speaking Claude Code's hook protocol")
-        return "claude-code"
-    return agent
+        return PROTOCOLS["claude-code"]
+    return PROTOCOLS[agent]
 
 
-def prompt_output(agent: str, context: str) -> str:
-    if agent == "cursor":
-        return json.dumps({"continue": True})
-    return hook_output(PROMPT_EVENTS.get(agent, "UserPromptSubmit"), context)
+def agent_argument(args: list[str]) -> str:
+    """The agent named in a hook's arguments (``agent_protocol``'s name)."""
+    return agent_protocol(args).name
 
 
 def event_cwd(event: dict[str, Any]) -> str | None:
-    """The working directory of a hook event (Cursor sends its workspace roots instead)."""
+    """The working directory of a hook event.
+
+    ``cwd`` (Claude Code, Codex, Gemini); Cursor sends its workspace roots instead.
+    """
     cwd = event.get("cwd")
     if isinstance(cwd, str) and cwd:
         return cwd
@@ -83,6 +137,12 @@ def event_cwd(event: dict[str, Any]) -> str | None:
     if isinstance(roots, list) and roots and isinstance(roots[0], str):
         return roots[0]
     return None
+
+
+def event_session_id(event: dict[str, Any]) -> str | None:
+    """The session a hook event belongs to (``session_id``), if it names one."""
+    session_id = event.get("session_id")
+    return session_id if isinstance(session_id, str) and session_id else None
 
 
 # Gemini CLI hands hook context to the model as <hook_context>...</hook_context> and, in
@@ -212,11 +272,11 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
     stdout = stdout if stdout is not None else sys.stdout
     started = time.monotonic()
     deadline = started + DEFAULT_DEADLINE_MS / 1000
-    agent = agent_argument(args)
+    protocol = agent_protocol(args)
     spawn_for: Any = None
     try:
-        if agent == "cursor":  # no context to add: say "continue" and nothing else
-            stdout.write(prompt_output(agent, "") + "\n")
+        if protocol.prompt_passthrough is not None:  # no context to add: say so and nothing else
+            stdout.write(protocol.prompt_passthrough + "\n")
             stdout.flush()
             return 0
         settings = Settings.from_env()  # a bad value is logged below and the prompt goes through without context
@@ -228,7 +288,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
         prompt = user_prompt(prompt)
-        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        session_id = event_session_id(event)
         cwd = event_cwd(event)
         if session_opted_out(session_id):
             return 0
@@ -254,8 +314,9 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
                                   gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
             if text is None:
                 text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
-        if text and len(text) <= budget:
-            stdout.write(prompt_output(agent, text) + "\n")
+        line = answer(protocol, protocol.prompt_event or "", [text]) if text and len(text) <= budget else None
+        if line is not None:
+            stdout.write(line + "\n")
             stdout.flush()
     except BaseException as exc:  # the prompt must go through whatever happens
         if isinstance(exc, KeyboardInterrupt):
@@ -278,7 +339,7 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
     """
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
-    agent = agent_argument(args)
+    protocol = agent_protocol(args)
     text = ""
     spawn_for: Any = None
     server: bool | None = None
@@ -292,17 +353,16 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
         locations = spawn_for = locations or Locations.resolve()
         server = settings.server
         budget = settings.hook_budget
-        note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
+        note = protocol.session_note if len(protocol.session_note) < budget else ""
         text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
         text = "\n".join(part for part in (note, text) if part)
     except BaseException as exc:  # the session must start whatever happens
         if not isinstance(exc, KeyboardInterrupt):
             log_failure(type(exc).__name__, str(exc))
     finally:
-        if agent == "cursor":
-            stdout.write(json.dumps({"additional_context": text, "continue": True} if text else {"continue": True}) + "\n")
-        elif text:
-            stdout.write(hook_output("SessionStart", text) + "\n")
+        line = answer(protocol, "SessionStart", [text])
+        if line is not None:
+            stdout.write(line + "\n")
         stdout.flush()
     if spawn_for is not None:
         from lore.agent.client import SESSION_SETTLE_S
