@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,170 @@ def test_installed_state_reports_a_broken_file_instead_of_raising(cli, lore_exe:
     assert not state.present and all(piece.problem and "not valid JSON" in piece.problem for piece in state.pieces)
     with pytest.raises(Exception, match="unknown agent"):
         installed_state("bogus")
+
+
+# --------------------------------------------------------------------------- Antigravity CLI (agy)
+
+ANTIGRAVITY_HOOKS = {
+    "my-linter": {"PostToolUse": [{"matcher": "run_command",
+                                   "hooks": [{"type": "command", "command": "./lint.sh", "timeout": 10}]}]},
+    "reminder": {"enabled": False, "PreInvocation": [{"type": "command", "command": "./reminder.sh"}]},
+}  # fmt: skip
+ANTIGRAVITY_MCP = {"mcpServers": {"github": {"command": "gh-mcp", "args": ["--read-only"]}}}
+
+
+def test_antigravity_named_hook_and_mcp_config(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    """hooks.json maps hook names to events (antigravity.google/docs/hooks): lore owns the one named `lore`."""
+    home = Path.home()
+    write(home / ".gemini" / "config" / "hooks.json", ANTIGRAVITY_HOOKS)
+    write(home / ".gemini" / "config" / "mcp_config.json", ANTIGRAVITY_MCP)
+    installed, uninstalled = install_twice_then_uninstall_twice(cli, "antigravity", home)
+
+    hooks = json.loads(installed[".gemini/config/hooks.json"])
+    assert list(hooks) == ["my-linter", "reminder", "lore"] and hooks["my-linter"] == ANTIGRAVITY_HOOKS["my-linter"]
+    # PreInvocation and Stop take a flat list of handlers; timeouts in seconds.
+    assert hooks["lore"] == {
+        "PreInvocation": [{"type": "command", "command": f"{lore_exe} hook prompt --agent antigravity", "timeout": 10}],
+        "Stop": [{"type": "command", "command": f"{lore_exe} hook stop --agent antigravity", "timeout": 30}],
+    }
+    mcp = json.loads(installed[".gemini/config/mcp_config.json"])
+    assert mcp["mcpServers"] == {**ANTIGRAVITY_MCP["mcpServers"], "lore": {"command": lore_exe, "args": ["mcp"]}}
+    assert json.loads(uninstalled[".gemini/config/hooks.json"]) == ANTIGRAVITY_HOOKS
+    assert json.loads(uninstalled[".gemini/config/mcp_config.json"]) == ANTIGRAVITY_MCP
+    assert not list((home / ".gemini").glob("settings.json"))  # Gemini CLI's own file is not Antigravity's
+
+
+def test_antigravity_keeps_a_users_switch_and_refuses_a_foreign_lore_hook(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    path = Path.home() / ".gemini" / "config" / "hooks.json"
+    assert cli("hook", "install", "--agent", "antigravity").exit_code == 0
+    hooks = json.loads(path.read_text())
+    hooks["lore"] = {"enabled": False, **hooks["lore"]}  # the user switched lore off in Antigravity
+    write(path, hooks)
+    again = cli("hook", "install", "--agent", "antigravity")
+    assert again.exit_code == 0 and "nothing changed" in again.stdout
+    assert json.loads(path.read_text())["lore"]["enabled"] is False
+    foreign = write(path, {"lore": {"PreInvocation": [{"type": "command", "command": "./someone-elses-lore.sh"}]}})
+    refused = cli("hook", "install", "--agent", "antigravity")
+    assert refused.exit_code == 1 and "runs something other than `lore hook`" in refused.stderr
+    assert path.read_bytes() == foreign
+    assert cli("hook", "uninstall", "--agent", "antigravity").exit_code == 0 and path.read_bytes() == foreign
+
+
+def test_antigravity_project_scope_uses_the_agents_directory(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("hook", "install", "--agent", "antigravity", "--scope", "project").exit_code == 0
+    hooks = json.loads((Path.cwd() / ".agents" / "hooks.json").read_text())
+    assert hooks["lore"]["PreInvocation"][0]["command"] == "lore hook prompt --agent antigravity"
+    assert json.loads((Path.cwd() / ".agents" / "mcp_config.json").read_text())["mcpServers"]["lore"]["command"] == "lore"
+
+
+def agy_event(transcript: Path, conversation: str = "c-1", **extra: Any) -> dict[str, Any]:
+    """A PreInvocation input as Antigravity documents it (camelCase; no prompt field)."""
+    return {"conversationId": conversation, "workspacePaths": [str(Path.cwd())], "transcriptPath": str(transcript),
+            "artifactDirectoryPath": str(transcript.parent / "artifacts"), "invocationNum": 0, "initialNumSteps": 0,
+            **extra}  # fmt: skip
+
+
+def say(transcript: Path, *records: dict[str, Any]) -> None:
+    with transcript.open("a") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+
+
+def steps(done: subprocess.CompletedProcess[bytes]) -> list[str]:
+    assert (done.returncode, done.stderr) == (0, b"")
+    if not done.stdout:
+        return []
+    output = json.loads(done.stdout)
+    assert list(output) == ["injectSteps"] and all(list(step) == ["ephemeralMessage"] for step in output["injectSteps"])
+    return [step["ephemeralMessage"] for step in output["injectSteps"]]
+
+
+def test_antigravity_pre_invocation_answers_once_per_user_turn(indexed: Path, tmp_path: Path) -> None:
+    """PreInvocation fires before every model call of the agent loop: memory once per user turn, not per call."""
+    from lore import capture
+    from lore.store import Store
+
+    capture.handoff(Store(indexed, actor="test"), "Charge retries wired; alerting left", project="acme-api",
+                    next_steps=["Add the retry alert"])  # fmt: skip
+    transcript = tmp_path / "brain" / "c-1" / "transcript.jsonl"
+    transcript.parent.mkdir(parents=True)
+    say(transcript, {"type": "USER_INPUT", "content": PROMPT})
+    first = steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript)))
+    # The conversation's first turn: the session block (no session-start event), then the prompt's.
+    assert len(first) == 2 and "Charge retries wired" in first[0] and "exponential backoff" in first[1]
+    assert all(len(block) <= 1500 and block.startswith("<lore-memory") for block in first)
+
+    say(transcript, {"type": "PLANNER_RESPONSE", "content": "Let me look."}, {"type": "CODE_ACTION", "content": "x" * 300})
+    for number in (1, 2):  # later model calls of the same turn
+        assert steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript, invocationNum=number))) == []
+
+    say(transcript, {"type": "USER_INPUT", "content": "how do we keep charges idempotent when payment calls are retried"})
+    second = steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript)))
+    assert len(second) == 1 and "Idempotency keys" in second[0] and "Charge retries wired" not in second[0]
+    assert steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript))) == []
+
+    say(transcript, {"type": "USER_INPUT", "content": "ok thanks"})
+    assert steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript))) == []  # trivial
+    # Another conversation over the same store is a first turn of its own.
+    other = tmp_path / "other.jsonl"
+    say(other, {"type": "USER_INPUT", "content": PROMPT})
+    assert len(steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(other, "c-2")))) == 2
+
+
+def test_antigravity_finds_the_last_input_across_read_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transcript is read backwards in chunks: lines that straddle a chunk, and a partly written last line."""
+    from lore.agent import hook
+
+    monkeypatch.setattr(hook, "_SCAN_CHUNK", 7)
+    transcript = tmp_path / "t.jsonl"
+    say(transcript, {"type": "USER_INPUT", "content": "first question"}, {"type": "USER_INPUT", "content": "second"},
+        *({"type": "TOOL", "content": f"output {i}"} for i in range(30)))  # fmt: skip
+    with transcript.open("a") as handle:
+        handle.write('{"type": "USER_INPUT", "content": "half writ')
+    found = hook.last_user_input(str(transcript))
+    assert found is not None and found[0] == "second"
+    offset = transcript.read_bytes().index(b'{"type": "USER_INPUT", "content": "second"}')
+    assert found[1].startswith(f"{offset}:")
+    monkeypatch.setattr(hook, "_SCAN_CHUNK", 64 << 10)
+    assert hook.last_user_input(str(transcript)) == found  # the same key however it is read
+    monkeypatch.setattr(hook, "TRANSCRIPT_SCAN_BYTES", 100)
+    assert hook.last_user_input(str(transcript)) is None  # too far back: nothing, never the whole file
+
+
+@pytest.mark.parametrize("case", ["no transcript", "missing transcript", "not json", "no data dir", "state dir is a file",
+                                  "corrupt index"])  # fmt: skip
+def test_antigravity_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path: Path, case: str) -> None:
+    transcript = tmp_path / "t.jsonl"
+    say(transcript, {"type": "USER_INPUT", "content": PROMPT})
+    event = agy_event(transcript)
+    env: dict[str, str] = {}
+    stdin = json.dumps(event).encode()
+    if case == "no transcript":
+        stdin = json.dumps({k: v for k, v in event.items() if k != "transcriptPath"}).encode()
+    elif case == "missing transcript":
+        stdin = json.dumps(agy_event(tmp_path / "gone.jsonl")).encode()
+    elif case == "not json":
+        stdin = b"\xff{garbage"
+    elif case == "no data dir":
+        env["LORE_DATA_DIR"] = str(tmp_path / "no-such-data")
+    elif case == "state dir is a file":
+        (tmp_path / "state-file").write_text("x")
+        env["LORE_STATE_DIR"] = str(tmp_path / "state-file")
+    elif case == "corrupt index":
+        from lore.paths import Locations
+
+        index = Locations.resolve(indexed).index_dir
+        for path in (index / (index / "CURRENT").read_text().strip()).rglob("*"):
+            if path.is_file() and path.name != "meta.json":
+                path.write_bytes(b"\x00garbage")
+    started = time.monotonic()
+    for subcommand in ("prompt", "stop", "session-start"):
+        done = subprocess.run([sys.executable, "-m", "lore", "hook", subcommand, "--agent", "antigravity"], input=stdin,
+                              capture_output=True, timeout=60, env={**os.environ, **env})  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, b""), (subcommand, done.stderr)
+        if done.stdout:  # valid hook JSON or nothing
+            assert list(json.loads(done.stdout)) == ["injectSteps"], (subcommand, done.stdout)
+        if case in ("no data dir", "state dir is a file", "corrupt index") and subcommand == "prompt":
+            assert b"lore-memory" not in done.stdout or (case == "corrupt index" and b"Relevant" not in done.stdout)
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "no-such-data").exists()

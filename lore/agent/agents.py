@@ -26,6 +26,13 @@ agent's ``lore.agent.hook.Protocol`` (kept there, light, for the prompt path).
   ``additional_context`` carries the session context and a line asking the agent to
   call lore's ``context`` tool), registers the MCP server in ``mcp.json`` and, for a
   project, writes an always-applied rule file ``.cursor/rules/lore.mdc``.
+* **Antigravity CLI** (``agy``; ``~/.gemini/config/hooks.json``, ``<repo>/.agents/hooks.json``):
+  a JSON object of *named* hooks, each mapping events to handlers; lore owns the one
+  named ``lore``. No prompt-submit or session-start event: ``PreInvocation`` runs
+  before every model call, and lore's hook answers once per user turn (reading the
+  user's words from the transcript) with ``injectSteps``, the first turn with the
+  session block too; ``Stop`` for the handoff stub. ``mcpServers.lore`` in
+  ``mcp_config.json`` beside it. No real-client test covers it (docs/agents.md).
 
 Every change keeps the user's other settings and hooks, is idempotent, backs the
 file up first and writes atomically (``lore.agent.install``). ``installed_state``
@@ -57,6 +64,7 @@ from lore.agent.install import (
     _uninstall,
     default_command_prefix,
     is_lore_command,
+    is_lore_entry,
     lore_command,
     read_settings,
 )
@@ -115,8 +123,9 @@ class Agent:
         ``--scope project``, relative to the project.
     hooks_file: the file holding its hooks, in that directory.
     hooks: lore's hook per event (event, ``lore hook`` subcommand, timeout in the agent's unit).
-    layout: ``groups`` (Claude Code's ``{"hooks": {event: [{"hooks": [entry]}]}}``) or
-        ``flat`` (Cursor's ``{"version": 1, "hooks": {event: [{"command"}]}}``).
+    layout: ``groups`` (Claude Code's ``{"hooks": {event: [{"hooks": [entry]}]}}``),
+        ``flat`` (Cursor's ``{"version": 1, "hooks": {event: [{"command"}]}}``) or
+        ``named`` (Antigravity's ``{hook name: {event: [handler]}}``, lore's named ``lore``).
     entry_extra: extra keys per subcommand in a hook entry (Gemini names its hooks).
     mcp: its MCP registration, None when lore does not write one (Claude Code: ``claude mcp add``).
     files: whole files lore writes for it (Cursor's rule).
@@ -132,7 +141,7 @@ class Agent:
     project_dir: str
     hooks_file: str
     hooks: tuple[LoreHook, ...]
-    layout: Literal["groups", "flat"] = "groups"
+    layout: Literal["groups", "flat", "named"] = "groups"
     entry_extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     mcp: Mcp | None = None
     files: tuple[GeneratedFile, ...] = ()
@@ -250,6 +259,20 @@ REGISTRY: dict[str, Agent] = {
                "(sessionStart) and the agent asks lore's MCP tools (`context`, `search`) while it works.",
                "Restart Cursor (or reload the window) to pick up the hooks and the MCP server."),
         summary="cursor: sessionStart hook + MCP in mcp.json (+ a rule file for a project)",
+    ),
+    "antigravity": Agent(
+        # Timeouts in seconds. PreInvocation's 10 s covers the conversation's first turn,
+        # which also reads the session block; every other call answers in well under 1 s.
+        "antigravity", "Antigravity CLI", _home(".gemini", "config"), ".agents", "hooks.json",
+        (LoreHook("PreInvocation", "prompt", 10), LoreHook("Stop", "stop", 30)),
+        layout="named", mcp=Mcp("json", "mcp_config.json"),
+        notes=("Antigravity has no prompt-submit event: lore's PreInvocation hook runs before every model call "
+               "and answers once per user turn (the user's words come from the conversation's transcript); the "
+               "first turn of a conversation also gets the session context. Restart agy; /hooks and /mcp list "
+               "what it loaded.",
+               "No real Antigravity client is tested by lore's CI (the CLI is not in a package registry it can "
+               "reach): the hooks follow Antigravity's documentation (docs/agents.md)."),
+        summary="antigravity: a named hook in hooks.json + MCP in mcp_config.json",
     ),
 }  # fmt: skip
 assert tuple(REGISTRY) == AGENTS, "lore.agent.hook.PROTOCOLS and REGISTRY must list the same agents"
@@ -409,6 +432,67 @@ def plan_flat_uninstall(settings: dict[str, Any], spec: Agent,
     return result, changes
 
 
+NAMED_HOOK = "lore"
+
+
+def _named_handlers(definition: object) -> list[tuple[str, Any]]:
+    """(event, handler) for every handler in a named hook's event lists (matcher groups flattened)."""
+    found: list[tuple[str, Any]] = []
+    if not isinstance(definition, dict):
+        return found
+    for event, handlers in definition.items():
+        if not isinstance(handlers, list):
+            continue
+        for handler in handlers:
+            inner = handler.get("hooks") if isinstance(handler, dict) and isinstance(handler.get("hooks"), list) else None
+            found.extend((event, entry) for entry in (inner if inner is not None else [handler]))
+    return found
+
+
+def _is_lore_named(definition: object) -> bool:
+    """A named hook that runs nothing but ``lore hook ...`` (an ``enabled`` switch and the like may sit beside)."""
+    return isinstance(definition, dict) and all(is_lore_entry(handler) for _, handler in _named_handlers(definition))
+
+
+def plan_named_install(settings: dict[str, Any], spec: Agent, command_prefix: str,
+                       path: Path | None = None) -> tuple[dict[str, Any], list[Change]]:  # fmt: skip
+    """Antigravity's layout: the hook named ``lore`` gets lore's handler per event; other names stay as they are.
+
+    PreInvocation and Stop take a flat list of handlers (matchers are for tool events).
+    An ``enabled`` key the user put in lore's hook (to switch it off) is kept.
+    """
+    result = copy.deepcopy(settings)
+    current = result.get(NAMED_HOOK)
+    if current is not None and not _is_lore_named(current):
+        raise DataError(f"a hook named {NAMED_HOOK!r} exists and runs something other than `lore hook`", path=path,
+                        hint="rename it, then install again; lore did not change the file")  # fmt: skip
+    current = current or {}
+    wanted = {hook.event: [{"type": "command", "command": lore_command(command_prefix, hook, spec.name),
+                            "timeout": hook.timeout}] for hook in spec.hooks}  # fmt: skip
+    old = {event: str(handler.get("command")) for event, handler in reversed(_named_handlers(current))}
+    changes: list[Change] = []
+    for event, handlers in wanted.items():
+        command = str(handlers[0]["command"])
+        if event not in old:
+            changes.append(Change(event, "added", command))
+        else:
+            unchanged = current.get(event) == handlers
+            changes.append(Change(event, "unchanged" if unchanged else "updated", command, old[event]))
+    for event in [event for event in current if event not in wanted and isinstance(current[event], list)]:
+        changes.append(Change(event, "removed", old.get(event, "")))  # an event an older lore used
+    result[NAMED_HOOK] = {**{k: v for k, v in current.items() if k in wanted or not isinstance(v, list)}, **wanted}
+    return result, changes
+
+
+def plan_named_uninstall(settings: dict[str, Any]) -> tuple[dict[str, Any], list[Change]]:
+    result = copy.deepcopy(settings)
+    current = result.get(NAMED_HOOK)
+    if current is None or not _is_lore_named(current):
+        return result, []
+    del result[NAMED_HOOK]
+    return result, [Change(event, "removed", str(handler.get("command"))) for event, handler in _named_handlers(current)]
+
+
 # --------------------------------------------------------------------------- TOML (Codex's config.toml)
 
 
@@ -525,6 +609,14 @@ def _read_json(path: Path, events: frozenset[str] | None) -> tuple[dict[str, Any
     return read_settings(path, events)
 
 
+def _checked_events(spec: Agent) -> frozenset[str] | None:
+    """The events of ``hooks`` whose shape reading the file checks: lore's own (None: all, as Claude Code's
+    installer does; none for Antigravity, whose top-level keys are hook names, not ``hooks``)."""
+    if spec.runner is not None:
+        return None
+    return frozenset() if spec.layout == "named" else frozenset(h.event for h in spec.hooks)
+
+
 def _hook_changes(spec: Agent, settings: dict[str, Any], scope: str, prefix: str | None,
                   path: Path) -> tuple[dict[str, Any], list[Change]]:  # fmt: skip
     events = frozenset(h.event for h in spec.hooks)
@@ -532,6 +624,8 @@ def _hook_changes(spec: Agent, settings: dict[str, Any], scope: str, prefix: str
         if prefix is not None:
             return plan_flat_install(settings, spec, prefix, path)
         return plan_flat_uninstall(settings, spec, path)
+    if spec.layout == "named":
+        return plan_named_install(settings, spec, prefix, path) if prefix is not None else plan_named_uninstall(settings)
     if prefix is not None:
         extra = {key: dict(value) for key, value in spec.entry_extra.items()}
         return _install(settings, scope, prefix, spec.hooks, spec.name, extra)
@@ -574,7 +668,7 @@ def _run(spec: Agent, scope: str, prefix: str | None, cwd: Path | None, dry_run:
     if scope not in SCOPES:
         raise UsageError(f"unknown scope {scope!r}", hint="use --scope user or --scope project")
     outcomes: list[Outcome] = []
-    events = frozenset(h.event for h in spec.hooks)
+    events = _checked_events(spec)
     hook_file = spec.hooks_path(scope, cwd)
     mcp_file = spec.mcp_path(scope, cwd)
     before, raw = _read_json(hook_file, events)
@@ -714,12 +808,10 @@ def installed_state(agent: str, scope: str = "user", cwd: Path | None = None) ->
         raise UsageError(f"unknown scope {scope!r}", hint="use --scope user or --scope project")
     pieces: list[Piece] = []
     hook_file = spec.hooks_path(scope, cwd)
-    events = frozenset(h.event for h in spec.hooks)
     hooks: dict[str, str] = {}
     problem = None
     try:
-        # Claude Code's installer checks every event's shape; the others only their own events'.
-        settings, _ = _read_json(hook_file, events if spec.runner is None else None)
+        settings, _ = _read_json(hook_file, _checked_events(spec))
         hooks = _installed_hooks(spec, settings)
     except LoreError as error:
         problem = error.message
@@ -746,6 +838,11 @@ def _installed_events(spec: Agent) -> list[str]:
 
 def _installed_hooks(spec: Agent, settings: dict[str, Any]) -> dict[str, str]:
     """Event -> the command of lore's first entry for it."""
+    if spec.layout == "named":
+        named = settings.get(NAMED_HOOK)
+        if not _is_lore_named(named):
+            return {}
+        return {event: str(h.get("command")) for event, h in reversed(_named_handlers(named))}
     hooks = settings.get("hooks")
     if not isinstance(hooks, dict):
         return {}

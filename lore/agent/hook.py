@@ -13,6 +13,7 @@ This module imports only the standard library until it has to search.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -52,11 +53,16 @@ class Protocol(NamedTuple):
     prompt_event: the ``hookEventName`` the prompt block is announced under; None
         when the agent's prompt hook cannot add context (Cursor), and then
         ``prompt_passthrough`` is printed at once instead.
-    shape: how context is printed (``SHAPES``): Claude Code's ``hookSpecificOutput``
-        or Cursor's ``additional_context``.
+    shape: how context is printed (``SHAPES``): Claude Code's ``hookSpecificOutput``,
+        Cursor's ``additional_context`` or Antigravity's ``injectSteps``.
     session_note: a line that starts every session-start block (Cursor's pointer to
         the MCP tools, since no prompt hook can bring memory there).
     stop_output: what the stop hooks print (Cursor expects a JSON object from every hook).
+    turns: where the user's prompt comes from: ``event`` (its ``prompt`` field) or
+        ``transcript``: Antigravity's only pre-model event fires before every model
+        call of the agent loop and carries no prompt, so lore reads the user's last
+        input from the conversation's transcript and answers once per user turn, the
+        first turn with the session-start block too (``new_turn``).
     """
 
     name: str
@@ -65,6 +71,7 @@ class Protocol(NamedTuple):
     session_note: str = ""
     stop_output: str | None = None
     prompt_passthrough: str | None = None
+    turns: str = "event"
 
 
 # Said at the start of every Cursor session, since its prompt hook cannot add context.
@@ -79,6 +86,8 @@ PROTOCOLS: dict[str, Protocol] = {
     # Cursor's prompt hook (beforeSubmitPrompt) can only let a prompt through or stop it.
     "cursor": Protocol("cursor", prompt_event=None, shape="cursor", session_note=CURSOR_NOTE, stop_output="{}",
                        prompt_passthrough=json.dumps({"continue": True})),
+    # Antigravity CLI (agy): no prompt-submit event; PreInvocation runs before every model call.
+    "antigravity": Protocol("antigravity", prompt_event="PreInvocation", shape="inject-steps", turns="transcript"),
 }  # fmt: skip
 AGENTS = tuple(PROTOCOLS)
 
@@ -93,8 +102,19 @@ def _cursor(event: str, blocks: list[str]) -> str | None:
     return json.dumps({"additional_context": text, "continue": True} if text else {"continue": True})
 
 
+def _inject_steps(event: str, blocks: list[str]) -> str | None:
+    """Antigravity's PreInvocation answer: steps handed to the model call about to run.
+
+    ``ephemeralMessage``, not ``userMessage``: the text is reference data from lore,
+    not something the person typed, and it serves the model call that plans the turn
+    without being written into the conversation as the user's words.
+    """
+    return json.dumps({"injectSteps": [{"ephemeralMessage": block} for block in blocks]},
+                      ensure_ascii=False) if blocks else None  # fmt: skip
+
+
 # shape -> (event name, blocks of context) -> the line printed on stdout (None: print nothing).
-SHAPES = {"hook-specific": _hook_specific, "cursor": _cursor}
+SHAPES = {"hook-specific": _hook_specific, "cursor": _cursor, "inject-steps": _inject_steps}
 
 
 def answer(protocol: Protocol, event: str, blocks: list[str]) -> str | None:
@@ -128,21 +148,114 @@ def agent_argument(args: list[str]) -> str:
 def event_cwd(event: dict[str, Any]) -> str | None:
     """The working directory of a hook event.
 
-    ``cwd`` (Claude Code, Codex, Gemini); Cursor sends its workspace roots instead.
+    ``cwd`` (Claude Code, Codex, Gemini); Cursor sends its workspace roots
+    (``workspace_roots``) instead, Antigravity its ``workspacePaths``.
     """
     cwd = event.get("cwd")
     if isinstance(cwd, str) and cwd:
         return cwd
-    roots = event.get("workspace_roots")
-    if isinstance(roots, list) and roots and isinstance(roots[0], str):
-        return roots[0]
+    for key in ("workspace_roots", "workspacePaths"):
+        roots = event.get(key)
+        if isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0]:
+            return roots[0]
     return None
 
 
 def event_session_id(event: dict[str, Any]) -> str | None:
-    """The session a hook event belongs to (``session_id``), if it names one."""
-    session_id = event.get("session_id")
-    return session_id if isinstance(session_id, str) and session_id else None
+    """The session a hook event belongs to (``session_id``; Antigravity's ``conversationId``), if it names one."""
+    for key in ("session_id", "conversationId"):
+        session_id = event.get(key)
+        if isinstance(session_id, str) and session_id:
+            return session_id
+    return None
+
+
+# --------------------------------------------------------------------------- Antigravity's user turns
+
+# How far back from its end the transcript is searched for the user's last input: a turn
+# whose tool output since then is larger than this gets nothing more (it got its block).
+TRANSCRIPT_SCAN_BYTES = 8 << 20
+_SCAN_CHUNK = 64 << 10
+
+
+def last_user_input(path: str) -> tuple[str, str] | None:
+    """The last user input in an Antigravity transcript and a key naming that turn; None if none is found.
+
+    The transcript is JSON lines; the user's inputs are ``{"type": "USER_INPUT",
+    "content": ...}`` (as observed by others; Antigravity does not document the
+    format, see docs/agents.md). Read backwards in chunks, so a long conversation
+    costs only its tail. The key is the line's byte offset and checksum: the same
+    turn gives the same key at every model call, a new input a new one.
+    """
+    import zlib
+
+    with open(path, "rb") as handle:
+        position = end = handle.seek(0, 2)
+        pending = b""  # the head of a line that started in an earlier chunk
+        while position > 0 and end - position < TRANSCRIPT_SCAN_BYTES:
+            step = min(_SCAN_CHUNK, position, TRANSCRIPT_SCAN_BYTES - (end - position))
+            position -= step
+            handle.seek(position)
+            data = handle.read(step) + pending
+            cut = data.find(b"\n") + 1 if position > 0 else 0
+            if position > 0 and cut == 0:
+                pending = data
+                continue
+            pending, complete, offset = data[:cut], data[cut:], position + cut
+            stop = len(complete)
+            while stop > 0:
+                start = complete.rfind(b"\n", 0, stop - 1) + 1
+                line = complete[start:stop]
+                if b"USER_INPUT" in line:
+                    found = _user_input(line)
+                    if found is not None:
+                        return found, f"{offset + start}:{zlib.crc32(line.strip())}"
+                stop = start
+    return None
+
+
+def _user_input(line: bytes) -> str | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None  # a line still being written, or not JSON
+    if not isinstance(record, dict) or record.get("type") != "USER_INPUT":
+        return None
+    content = record.get("content", record.get("text"))
+    return content if isinstance(content, str) else None
+
+
+def new_turn(event: dict[str, Any]) -> tuple[str, bool] | None:
+    """For a pre-model event (Antigravity's PreInvocation): the user's prompt if this call starts a new turn.
+
+    Returns (prompt, first turn of the conversation) at the first model call of a
+    user turn, None at the others (the turn got its answer) or when no user input
+    is found. The last turn answered is kept per conversation in the state dir
+    (``turns/``), replaced atomically; a turn that cannot be recorded gets nothing,
+    so a broken state dir never injects at every model call.
+    """
+    transcript = event.get("transcriptPath")
+    if not isinstance(transcript, str) or not transcript:
+        raise ValueError("hook input has no 'transcriptPath' string")
+    found = last_user_input(transcript)
+    if found is None:
+        log_failure("no-user-input", f"no user input found in {transcript}; injected nothing")
+        return None
+    prompt, key = found
+    from lore.paths import state_dir
+
+    path = state_dir() / "turns" / _safe_name(event_session_id(event) or transcript)
+    try:
+        previous: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        previous = None
+    if previous == key:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(key, encoding="utf-8")
+    os.replace(partial, path)
+    return prompt, previous is None
 
 
 # Gemini CLI hands hook context to the model as <hook_context>...</hook_context> and, in
@@ -266,6 +379,17 @@ def vector_cost_estimate(records: int) -> float:
     return ENCODER_LOAD_S + records * VECTOR_SECONDS_PER_RECORD + FINISH_S
 
 
+def _first_turn_block(cwd: str | None, budget: int) -> str:
+    """The session-start block for an agent without a session-start event (Antigravity); "" if it fails (logged)."""
+    try:
+        from lore.paths import Locations
+
+        return session_text(Locations.resolve(), None, cwd, budget)
+    except Exception as exc:  # the prompt's own block may still come
+        log_failure(type(exc).__name__, f"session block: {exc}")
+        return ""
+
+
 def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> int:
     """Entry point for ``lore hook prompt``. Always returns 0."""
     stdin = stdin if stdin is not None else sys.stdin
@@ -284,7 +408,13 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if not settings.hook:
             return 0
         event = read_event(stdin)
-        prompt = event.get("prompt")
+        first_turn = False
+        prompt: object = event.get("prompt")
+        if protocol.turns == "transcript":
+            turn = new_turn(event)
+            if turn is None:  # another model call of a turn already answered
+                return 0
+            prompt, first_turn = turn
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
         prompt = user_prompt(prompt)
@@ -293,28 +423,30 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if session_opted_out(session_id):
             return 0
         remember_last_prompt(session_id, prompt, settings.hook_handoff)
-        if is_trivial(prompt):
-            return 0
         budget = settings.hook_budget
-        if budget <= 0:
-            return 0
-        from lore.agent.client import ask_server
-        from lore.paths import Locations
+        blocks: list[str] = []
+        if first_turn and budget > 0:  # no session-start event: the conversation's first turn brings its block
+            blocks.append(_first_turn_block(cwd, budget))
+        if not is_trivial(prompt) and budget > 0:
+            from lore.agent.client import ask_server
+            from lore.paths import Locations
 
-        locations = Locations.resolve()
-        # The resolved data dir: a helper serving another data dir (same index dir) declines.
-        text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": settings.hook_gap == "line",
-                           "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
-        if text is None:
-            spawn_for = locations  # a helper for the next prompt, once this one is answered
-            # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
-            from lore.rank.cold import prompt_context
-
-            text = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold,
-                                  gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+            locations = Locations.resolve()
+            # The resolved data dir: a helper serving another data dir (same index dir) declines.
+            text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": settings.hook_gap == "line",
+                               "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
             if text is None:
-                text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
-        line = answer(protocol, protocol.prompt_event or "", [text]) if text and len(text) <= budget else None
+                spawn_for = locations  # a helper for the next prompt, once this one is answered
+                # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
+                from lore.rank.cold import prompt_context
+
+                text = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold,
+                                      gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+                if text is None:
+                    text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
+            if text and len(text) <= budget:
+                blocks.append(text)
+        line = answer(protocol, protocol.prompt_event or "", blocks)
         if line is not None:
             stdout.write(line + "\n")
             stdout.flush()
