@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -237,7 +240,8 @@ def run_hook(*args: str, payload: dict[str, Any]) -> subprocess.CompletedProcess
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
 
 
-@pytest.mark.parametrize(("agent", "event"), [("codex", "UserPromptSubmit"), ("gemini", "BeforeAgent")])
+@pytest.mark.parametrize(("agent", "event"), [("codex", "UserPromptSubmit"), ("gemini", "BeforeAgent"),
+                                             ("opencode", "chat.message")])  # fmt: skip
 def test_prompt_hook_speaks_each_agents_protocol(indexed: Path, agent: str, event: str) -> None:
     payload = {"session_id": "s", "cwd": str(Path.cwd()), "hook_event_name": event, "prompt": PROMPT,
                "turn_id": "t1", "timestamp": "2026-01-01T00:00:00Z"}  # fmt: skip
@@ -305,7 +309,8 @@ def test_every_registered_agent_has_a_hook_protocol_and_a_cli_choice(cli) -> Non
     from lore.cli.cmd_hook_install import AgentChoice
 
     assert list(REGISTRY) == list(PROTOCOLS) == [choice.value for choice in AgentChoice]
-    assert all(agent.summary and agent.hooks for agent in REGISTRY.values())
+    # Every agent gets hooks, or (OpenCode) a plugin that runs them.
+    assert all(agent.summary and (agent.hooks or agent.files) for agent in REGISTRY.values())
 
 
 @pytest.mark.parametrize("scope", ["user", "project"])
@@ -320,7 +325,7 @@ def test_installed_state_reads_back_every_agents_install(cli, lore_exe: str, sco
         state = installed_state(name, scope)
         assert state.complete and state.missing == [], (name, state)
         assert state.executables == [expected], state
-        assert {piece.kind for piece in state.pieces} >= {"hook"}, name
+        assert state.pieces and (state.pieces[0].kind == "hook" or name == "opencode"), name
         assert cli("hook", "uninstall", "--agent", name, "--scope", scope).exit_code == 0, name
         assert not installed_state(name, scope).present, name
 
@@ -500,4 +505,146 @@ def test_antigravity_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path
         if case in ("no data dir", "state dir is a file", "corrupt index") and subcommand == "prompt":
             assert b"lore-memory" not in done.stdout or (case == "corrupt index" and b"Relevant" not in done.stdout)
     assert time.monotonic() - started < 30
+    assert not (tmp_path / "no-such-data").exists()
+
+
+# --------------------------------------------------------------------------- OpenCode
+
+OPENCODE_CONFIG = {"$schema": "https://opencode.ai/config.json", "model": "anthropic/claude-sonnet-4-5",
+                   "mcp": {"github": {"type": "remote", "url": "https://example.invalid/mcp"}},
+                   "autoupdate": False}  # fmt: skip
+
+
+def test_opencode_plugin_and_mcp_in_opencode_json(cli, lore_exe: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip  # type: ignore[no-untyped-def]
+    """OpenCode's user config lives in $XDG_CONFIG_HOME/opencode (opencode.ai/docs/config, /docs/plugins)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    config_dir = tmp_path / "xdg" / "opencode"
+    write(config_dir / "opencode.json", OPENCODE_CONFIG)
+    installed, uninstalled = install_twice_then_uninstall_twice(cli, "opencode", tmp_path / "xdg")
+
+    config = json.loads(installed["opencode/opencode.json"])
+    assert list(config) == list(OPENCODE_CONFIG) and config["model"] == OPENCODE_CONFIG["model"]
+    assert config["mcp"] == {**OPENCODE_CONFIG["mcp"], "lore": {"type": "local", "command": [lore_exe, "mcp"],
+                                                               "enabled": True}}  # fmt: skip
+    plugin = installed["opencode/plugins/lore.js"].decode()
+    assert plugin.startswith("// written by `lore hook install --agent opencode`")
+    assert f"const LORE = {json.dumps([lore_exe])}" in plugin and '"hook", subcommand, "--agent", "opencode"' in plugin
+    assert json.loads(uninstalled["opencode/opencode.json"]) == OPENCODE_CONFIG
+    assert "opencode/plugins/lore.js" not in uninstalled
+
+
+def test_opencode_keeps_the_users_mcp_keys_and_refuses_what_is_not_lores(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    config_path = Path.home() / ".config" / "opencode" / "opencode.json"
+    assert cli("hook", "install", "--agent", "opencode").exit_code == 0
+    config = json.loads(config_path.read_text())
+    config["mcp"]["lore"]["environment"] = {"LORE_HOOK_BUDGET": "800"}
+    config["mcp"]["lore"]["enabled"] = False
+    write(config_path, config)
+    assert "nothing changed" in cli("hook", "install", "--agent", "opencode").stdout
+    assert json.loads(config_path.read_text())["mcp"]["lore"]["environment"] == {"LORE_HOOK_BUDGET": "800"}
+
+    foreign = write(config_path, {"mcp": {"lore": {"type": "local", "command": ["someone-elses-lore"]}}})
+    refused = cli("hook", "install", "--agent", "opencode")
+    assert refused.exit_code == 1 and "does not run `lore mcp`" in refused.stderr and config_path.read_bytes() == foreign
+    config_path.unlink()
+    plugin = write(Path.home() / ".config" / "opencode" / "plugins" / "lore.js", "export const Mine = async () => ({})\n")
+    refused = cli("hook", "install", "--agent", "opencode")
+    assert refused.exit_code == 1 and "a plugin file lore did not write" in refused.stderr
+    assert (Path.home() / ".config" / "opencode" / "plugins" / "lore.js").read_bytes() == plugin
+    assert cli("hook", "uninstall", "--agent", "opencode").exit_code == 0
+    assert (Path.home() / ".config" / "opencode" / "plugins" / "lore.js").read_bytes() == plugin
+
+
+def test_opencode_project_scope_lives_in_dot_opencode(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("hook", "install", "--agent", "opencode", "--scope", "project").exit_code == 0
+    project = Path.cwd() / ".opencode"
+    assert json.loads((project / "opencode.json").read_text())["mcp"]["lore"]["command"] == ["lore", "mcp"]
+    assert 'const LORE = ["lore"]' in (project / "plugins" / "lore.js").read_text()
+
+
+PLUGIN_HARNESS = """
+const {{ LoreMemory }} = await import({plugin})
+const hooks = await LoreMemory({{ directory: {cwd} }})
+const results = []
+for (const text of {prompts}) {{
+  const output = {{ message: {{ id: "msg_1", sessionID: "ses_1" }},
+                   parts: [{{ id: "prt_0", sessionID: "ses_1", messageID: "msg_1", type: "text", text }}] }}
+  await hooks["chat.message"]({{ sessionID: "ses_1" }}, output)
+  results.push(output.parts)
+}}
+console.log(JSON.stringify(results))
+"""
+
+
+def run_plugin(plugin: Path, prompts: list[str]) -> list[list[dict[str, Any]]]:
+    """OpenCode's side of the plugin contract, in Node: load it, call its chat.message hook as OpenCode does."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the OpenCode real-client test runs the plugin in OpenCode itself)")
+    code = PLUGIN_HARNESS.format(plugin=json.dumps(plugin.as_uri()), cwd=json.dumps(str(Path.cwd())),
+                                 prompts=json.dumps(prompts))  # fmt: skip
+    done = subprocess.run([node, "--input-type=module", "-e", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"})  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return json.loads(done.stdout)
+
+
+def test_opencode_plugin_adds_lores_context_as_synthetic_parts(indexed: Path, tmp_path: Path) -> None:
+    from lore import capture
+    from lore.agent.opencode import render
+    from lore.store import Store
+
+    capture.handoff(Store(indexed, actor="test"), "Charge retries wired; alerting left", project="acme-api",
+                    next_steps=["Add the retry alert"])  # fmt: skip
+    plugin = tmp_path / "lore.js"
+    plugin.write_text(render(f"{shlex.quote(sys.executable)} -m lore"))
+    # `opencode run "..."` wraps an argument that holds a space in double quotes.
+    first, second, trivial = run_plugin(plugin, [json.dumps(PROMPT), "how do we keep charges idempotent on retry",
+                                                 "ok thanks"])  # fmt: skip
+    assert first[0]["id"] == "prt_0" and len(first) == 3
+    session, context = first[1], first[2]
+    assert all(p["synthetic"] is True and p["type"] == "text" and p["messageID"] == "msg_1" and p["sessionID"] == "ses_1"
+               and re.fullmatch(r"prt_[0-9a-f]{12}[0-9A-Za-z]{14}", p["id"]) for p in (session, context))  # fmt: skip
+    assert "Charge retries wired" in session["text"] and "exponential backoff" in context["text"]
+    assert len(second) == 2 and "Idempotency keys" in second[1]["text"]  # the session block came once
+    assert len(trivial) == 1
+
+
+def test_opencode_plugin_never_blocks_when_lore_is_gone_or_broken(indexed: Path, tmp_path: Path) -> None:
+    from lore.agent.opencode import render
+
+    for name, prefix in (("gone", str(tmp_path / "no-such-lore")), ("fails", "/bin/false"),
+                         ("not lore", "/bin/echo")):  # fmt: skip
+        plugin = tmp_path / f"{name.replace(' ', '-')}.js"
+        plugin.write_text(render(prefix))
+        parts = run_plugin(plugin, [PROMPT])[0]
+        assert [part["id"] for part in parts] == ["prt_0"], name
+
+
+@pytest.mark.parametrize("case", ["not json", "no prompt", "no data dir", "corrupt index"])
+def test_opencode_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path: Path, case: str) -> None:
+    """What the plugin runs: exit 0, and hook JSON or nothing (the plugin reads only additionalContext)."""
+    payload = {"session_id": "ses_1", "cwd": str(Path.cwd()), "hook_event_name": "chat.message", "prompt": PROMPT}
+    stdin = b"\xff{garbage" if case == "not json" else json.dumps(payload).encode()
+    env: dict[str, str] = {}
+    if case == "no prompt":
+        stdin = json.dumps({k: v for k, v in payload.items() if k != "prompt"}).encode()
+    elif case == "no data dir":
+        env["LORE_DATA_DIR"] = str(tmp_path / "no-such-data")
+    elif case == "corrupt index":
+        from lore.paths import Locations
+
+        index = Locations.resolve(indexed).index_dir
+        for path in (index / (index / "CURRENT").read_text().strip()).rglob("*"):
+            if path.is_file() and path.name != "meta.json":
+                path.write_bytes(b"\x00garbage")
+    for subcommand in ("prompt", "session-start"):
+        done = subprocess.run([sys.executable, "-m", "lore", "hook", subcommand, "--agent", "opencode"], input=stdin,
+                              capture_output=True, timeout=60, env={**os.environ, **env})  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, b""), (subcommand, done.stderr)
+        if done.stdout:
+            assert list(json.loads(done.stdout)) == ["hookSpecificOutput"], (subcommand, done.stdout)
+        if subcommand == "prompt" and case != "not json":
+            assert b"Relevant Memories" not in done.stdout
     assert not (tmp_path / "no-such-data").exists()

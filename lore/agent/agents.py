@@ -33,6 +33,11 @@ agent's ``lore.agent.hook.Protocol`` (kept there, light, for the prompt path).
   user's words from the transcript) with ``injectSteps``, the first turn with the
   session block too; ``Stop`` for the handoff stub. ``mcpServers.lore`` in
   ``mcp_config.json`` beside it. No real-client test covers it (docs/agents.md).
+* **OpenCode** (``~/.config/opencode/``, ``<repo>/.opencode/``): no command hooks, but
+  JavaScript plugins: lore writes ``plugins/lore.js`` (``lore.agent.opencode``), whose
+  ``chat.message`` hook runs ``lore hook prompt`` / ``session-start`` and adds their
+  context to the user's message, and ``mcp.lore`` (``{"type": "local", "command":
+  [...]}``) in ``opencode.json``.
 
 Every change keeps the user's other settings and hooks, is idempotent, backs the
 file up first and writes atomically (``lore.agent.install``). ``installed_state``
@@ -89,12 +94,13 @@ CODEX_MCP_ENV_VARS = ("LORE_DATA_DIR", "LORE_INDEX_DIR", "LORE_CACHE_DIR", "LORE
 class Mcp:
     """Where and how an agent registers MCP servers.
 
-    kind: ``json`` (``{"mcpServers": {name: {"command", "args"}}}``) or ``toml``
-    (Codex's ``[mcp_servers.NAME]``); file: its name in the agent's directory (the
+    kind: ``json`` (``{"mcpServers": {name: {"command", "args"}}}``), ``toml``
+    (Codex's ``[mcp_servers.NAME]``) or ``opencode`` (``{"mcp": {name: {"type":
+    "local", "command": [...]}}}``); file: its name in the agent's directory (the
     hooks file itself for Gemini).
     """
 
-    kind: Literal["json", "toml"]
+    kind: Literal["json", "toml", "opencode"]
     file: str
 
 
@@ -121,7 +127,8 @@ class Agent:
     user_dir / project_dir: the agent's configuration directory for ``--scope user``
         (a function: it may depend on the environment, e.g. ``$CODEX_HOME``) and, for
         ``--scope project``, relative to the project.
-    hooks_file: the file holding its hooks, in that directory.
+    hooks_file: the file holding its hooks, in that directory (None: no hooks file;
+        OpenCode's plugin, one of ``files``, runs lore's hooks).
     hooks: lore's hook per event (event, ``lore hook`` subcommand, timeout in the agent's unit).
     layout: ``groups`` (Claude Code's ``{"hooks": {event: [{"hooks": [entry]}]}}``),
         ``flat`` (Cursor's ``{"version": 1, "hooks": {event: [{"command"}]}}``) or
@@ -139,7 +146,7 @@ class Agent:
     label: str
     user_dir: Callable[[], Path]
     project_dir: str
-    hooks_file: str
+    hooks_file: str | None
     hooks: tuple[LoreHook, ...]
     layout: Literal["groups", "flat", "named"] = "groups"
     entry_extra: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -165,8 +172,8 @@ class Agent:
             return (cwd or Path.cwd()) / self.project_dir
         raise UsageError(f"unknown scope {scope!r}", hint="use --scope user or --scope project")
 
-    def hooks_path(self, scope: str, cwd: Path | None = None) -> Path:
-        return self.directory(scope, cwd) / self.hooks_file
+    def hooks_path(self, scope: str, cwd: Path | None = None) -> Path | None:
+        return self.directory(scope, cwd) / self.hooks_file if self.hooks_file is not None else None
 
     def mcp_path(self, scope: str, cwd: Path | None = None) -> Path | None:
         return self.directory(scope, cwd) / self.mcp.file if self.mcp is not None else None
@@ -179,6 +186,29 @@ def codex_home() -> Path:
 
 def _home(*parts: str) -> Callable[[], Path]:
     return lambda: Path.home().joinpath(*parts)
+
+
+def opencode_config_dir() -> Path:
+    """OpenCode's user configuration: ``$XDG_CONFIG_HOME/opencode``, else ``~/.config/opencode`` (on every OS)."""
+    base = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".config") / "opencode"
+
+
+def _opencode_plugin_path(scope: str, cwd: Path | None) -> Path:
+    base = opencode_config_dir() if scope == "user" else (cwd or Path.cwd()) / ".opencode"
+    return base / "plugins" / "lore.js"
+
+
+def _opencode_plugin(prefix: str) -> str:
+    from lore.agent import opencode
+
+    return opencode.render(prefix)
+
+
+def _opencode_command(text: str) -> str | None:
+    from lore.agent import opencode
+
+    return opencode.command(text)
 
 
 RULE_MARKER = "<!-- written by `lore hook install --agent cursor`; `lore hook uninstall --agent cursor` removes it -->"
@@ -274,6 +304,15 @@ REGISTRY: dict[str, Agent] = {
                "reach): the hooks follow Antigravity's documentation (docs/agents.md)."),
         summary="antigravity: a named hook in hooks.json + MCP in mcp_config.json",
     ),
+    "opencode": Agent(
+        "opencode", "OpenCode", opencode_config_dir, ".opencode", None, (), mcp=Mcp("opencode", "opencode.json"),
+        files=(GeneratedFile("plugin", _opencode_plugin_path, _opencode_plugin, "`lore hook install --agent opencode`",
+                             _opencode_command),),
+        notes=("OpenCode loads the plugin (plugins/lore.js) and the MCP server at start: restart it. Each prompt "
+               "gets lore's context as a synthetic part after your text; the first prompt of a session also "
+               "gets the session context.",),
+        summary="opencode: a plugin (plugins/lore.js) + MCP in opencode.json",
+    ),
 }  # fmt: skip
 assert tuple(REGISTRY) == AGENTS, "lore.agent.hook.PROTOCOLS and REGISTRY must list the same agents"
 
@@ -296,7 +335,7 @@ def agent_dir(agent: str, scope: str, cwd: Path | None = None) -> Path:
     return get(agent).directory(scope, cwd)
 
 
-def hooks_path(agent: str, scope: str, cwd: Path | None = None) -> Path:
+def hooks_path(agent: str, scope: str, cwd: Path | None = None) -> Path | None:
     return get(agent).hooks_path(scope, cwd)
 
 
@@ -369,6 +408,56 @@ def unplan_json_mcp(settings: dict[str, Any]) -> tuple[dict[str, Any], list[Chan
     if not servers:
         del result["mcpServers"]
     return result, [Change("mcpServers.lore", "removed", " ".join([entry["command"], *entry.get("args", [])]))]
+
+
+def opencode_mcp_entry(command_prefix: str) -> dict[str, Any]:
+    """OpenCode's local MCP server entry: one ``command`` list, program first."""
+    return {"type": "local", "command": [*shlex.split(command_prefix), "mcp"], "enabled": True}
+
+
+def _opencode_lore(settings: dict[str, Any], path: Path | None) -> tuple[dict[str, Any] | None, Any]:
+    servers = settings.get("mcp")
+    if servers is not None and not isinstance(servers, dict):
+        raise DataError("'mcp' must be an object", path=path, field="mcp", hint="lore did not change the file")
+    return servers, servers.get(MCP_NAME) if servers is not None else None
+
+
+def _is_lore_opencode(entry: object) -> bool:
+    return isinstance(entry, dict) and entry.get("type", "local") == "local" and is_lore_argv(entry.get("command"))
+
+
+def plan_opencode_mcp(settings: dict[str, Any], command_prefix: str,
+                      path: Path | None = None) -> tuple[dict[str, Any], list[Change]]:  # fmt: skip
+    """``mcp.lore`` added or updated in opencode.json; a ``lore`` entry that runs something else is an error."""
+    result = copy.deepcopy(settings)
+    _opencode_lore(result, path)
+    servers = result.setdefault("mcp", {})
+    wanted = opencode_mcp_entry(command_prefix)
+    shown = " ".join(wanted["command"])
+    current = servers.get(MCP_NAME)
+    if current is None:
+        servers[MCP_NAME] = wanted
+        return result, [Change("mcp.lore", "added", shown)]
+    if not _is_lore_opencode(current):
+        raise DataError(f"mcp.{MCP_NAME} exists and does not run `lore mcp`", path=path,
+                        hint="rename or remove it, then install again; lore did not change the file")  # fmt: skip
+    # The user's own keys (environment, timeout, enabled: false) stay; lore sets what it runs.
+    merged = {**wanted, **current, "type": "local", "command": wanted["command"]}
+    if merged == current:
+        return result, [Change("mcp.lore", "unchanged", shown)]
+    servers[MCP_NAME] = merged
+    return result, [Change("mcp.lore", "updated", shown, " ".join(map(str, current.get("command") or [])))]
+
+
+def unplan_opencode_mcp(settings: dict[str, Any], path: Path | None = None) -> tuple[dict[str, Any], list[Change]]:
+    result = copy.deepcopy(settings)
+    servers, current = _opencode_lore(result, path)
+    if servers is None or not _is_lore_opencode(current):
+        return result, []
+    del servers[MCP_NAME]
+    if not servers:
+        del result["mcp"]
+    return result, [Change("mcp.lore", "removed", " ".join(map(str, current["command"])))]
 
 
 def _check_flat(settings: dict[str, Any], events: frozenset[str], path: Path | None = None) -> dict[str, Any]:
@@ -671,23 +760,28 @@ def _run(spec: Agent, scope: str, prefix: str | None, cwd: Path | None, dry_run:
     events = _checked_events(spec)
     hook_file = spec.hooks_path(scope, cwd)
     mcp_file = spec.mcp_path(scope, cwd)
-    before, raw = _read_json(hook_file, events)
-    after, changes = _hook_changes(spec, before, scope, prefix, hook_file)
-    if spec.mcp is not None and spec.mcp.kind == "json" and mcp_file == hook_file:  # Gemini: one file for both
-        after, mcp_changes = plan_json_mcp(after, prefix, hook_file) if prefix is not None else unplan_json_mcp(after)
-        changes += mcp_changes
-    if raw is not None or prefix is not None:
-        outcomes.append(_apply(hook_file, scope, before, raw, after, changes, dry_run, now))
+    if hook_file is not None:
+        before, raw = _read_json(hook_file, events)
+        after, changes = _hook_changes(spec, before, scope, prefix, hook_file)
+        if spec.mcp is not None and spec.mcp.kind == "json" and mcp_file == hook_file:  # Gemini: one file for both
+            after, mcp_changes = plan_json_mcp(after, prefix, hook_file) if prefix is not None else unplan_json_mcp(after)
+            changes += mcp_changes
+        if raw is not None or prefix is not None:
+            outcomes.append(_apply(hook_file, scope, before, raw, after, changes, dry_run, now))
     if spec.mcp is not None and mcp_file is not None and mcp_file != hook_file:
-        if spec.mcp.kind == "json":
-            before, raw = _read_json(mcp_file, frozenset())
-            after, changes = plan_json_mcp(before, prefix, mcp_file) if prefix is not None else unplan_json_mcp(before)
-            if raw is not None or prefix is not None:
-                outcomes.append(_apply(mcp_file, scope, before, raw, after, changes, dry_run, now))
-        else:
+        if spec.mcp.kind == "toml":
             document, raw, changes = _toml_changes(mcp_file, prefix)
             if raw is not None or prefix is not None:
                 outcomes.append(_apply_toml(mcp_file, scope, document, raw, changes, dry_run, now))
+        else:
+            before, raw = _read_json(mcp_file, frozenset())
+            if spec.mcp.kind == "opencode":
+                after, changes = (plan_opencode_mcp(before, prefix, mcp_file) if prefix is not None
+                                  else unplan_opencode_mcp(before, mcp_file))  # fmt: skip
+            else:
+                after, changes = plan_json_mcp(before, prefix, mcp_file) if prefix is not None else unplan_json_mcp(before)
+            if raw is not None or prefix is not None:
+                outcomes.append(_apply(mcp_file, scope, before, raw, after, changes, dry_run, now))
     for generated in spec.files:
         outcome = _file_outcome(generated, scope, cwd, prefix, dry_run)
         if outcome is not None and outcome.changes:
@@ -808,15 +902,16 @@ def installed_state(agent: str, scope: str = "user", cwd: Path | None = None) ->
         raise UsageError(f"unknown scope {scope!r}", hint="use --scope user or --scope project")
     pieces: list[Piece] = []
     hook_file = spec.hooks_path(scope, cwd)
-    hooks: dict[str, str] = {}
-    problem = None
-    try:
-        settings, _ = _read_json(hook_file, _checked_events(spec))
-        hooks = _installed_hooks(spec, settings)
-    except LoreError as error:
-        problem = error.message
-    wanted = _installed_events(spec)
-    pieces += [Piece("hook", event, hook_file, event in hooks, hooks.get(event), problem) for event in wanted]
+    if hook_file is not None:
+        hooks: dict[str, str] = {}
+        problem = None
+        try:
+            settings, _ = _read_json(hook_file, _checked_events(spec))
+            hooks = _installed_hooks(spec, settings)
+        except LoreError as error:
+            problem = error.message
+        wanted = _installed_events(spec)
+        pieces += [Piece("hook", event, hook_file, event in hooks, hooks.get(event), problem) for event in wanted]
     mcp_file = spec.mcp_path(scope, cwd)
     if spec.mcp is not None and mcp_file is not None:
         command, problem = None, None
@@ -866,6 +961,9 @@ def _installed_mcp(spec: Agent, path: Path) -> str | None:
         _, current, plain = _toml_lore(document, path)
         return _shown(plain) if current is not None and is_lore_mcp(plain) else None
     settings, _ = _read_json(path, frozenset())
+    if spec.mcp is not None and spec.mcp.kind == "opencode":
+        _, entry = _opencode_lore(settings, path)
+        return " ".join(map(str, entry["command"])) if _is_lore_opencode(entry) else None
     servers = settings.get("mcpServers")
     entry = servers.get(MCP_NAME) if isinstance(servers, dict) else None
     return _shown(entry) if isinstance(entry, dict) and is_lore_mcp(entry) else None

@@ -88,6 +88,8 @@ PROTOCOLS: dict[str, Protocol] = {
                        prompt_passthrough=json.dumps({"continue": True})),
     # Antigravity CLI (agy): no prompt-submit event; PreInvocation runs before every model call.
     "antigravity": Protocol("antigravity", prompt_event="PreInvocation", shape="inject-steps", turns="transcript"),
+    # OpenCode: lore's plugin (lore.agent.opencode) runs the hooks from its chat.message hook.
+    "opencode": Protocol("opencode", prompt_event="chat.message"),
 }  # fmt: skip
 AGENTS = tuple(PROTOCOLS)
 
