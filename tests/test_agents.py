@@ -564,25 +564,32 @@ def test_opencode_project_scope_lives_in_dot_opencode(cli, lore_exe: str) -> Non
 
 
 PLUGIN_HARNESS = """
-const {{ LoreMemory }} = await import({plugin})
-const hooks = await LoreMemory({{ directory: {cwd} }})
+const copies = []
+for (const plugin of {plugins}) copies.push(await (await import(plugin)).LoreMemory({{ directory: {cwd} }}))
 const results = []
-for (const text of {prompts}) {{
-  const output = {{ message: {{ id: "msg_1", sessionID: "ses_1" }},
-                   parts: [{{ id: "prt_0", sessionID: "ses_1", messageID: "msg_1", type: "text", text }}] }}
-  await hooks["chat.message"]({{ sessionID: "ses_1" }}, output)
+for (const [number, text] of {prompts}.entries()) {{
+  const output = {{ message: {{ id: `msg_${{number}}`, sessionID: "ses_1" }},
+                   parts: [{{ id: "prt_0", sessionID: "ses_1", messageID: `msg_${{number}}`, type: "text", text }}] }}
+  for (const hooks of copies) await hooks["chat.message"]({{ sessionID: "ses_1" }}, output)  // as OpenCode runs them
   results.push(output.parts)
 }}
 console.log(JSON.stringify(results))
 """
 
 
-def run_plugin(plugin: Path, prompts: list[str]) -> list[list[dict[str, Any]]]:
-    """OpenCode's side of the plugin contract, in Node: load it, call its chat.message hook as OpenCode does."""
+def run_plugin(plugin: Path, prompts: list[str], copies: int = 1) -> list[list[dict[str, Any]]]:
+    """OpenCode's side of the plugin contract, in Node: load it, call its chat.message hook as OpenCode does.
+
+    ``copies``: the plugin file loaded that many times (installed for the user and in the project).
+    """
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (the OpenCode real-client test runs the plugin in OpenCode itself)")
-    code = PLUGIN_HARNESS.format(plugin=json.dumps(plugin.as_uri()), cwd=json.dumps(str(Path.cwd())),
+    paths = [plugin]
+    for number in range(1, copies):
+        paths.append(plugin.with_name(f"copy-{number}-{plugin.name}"))
+        paths[-1].write_text(plugin.read_text())
+    code = PLUGIN_HARNESS.format(plugins=json.dumps([path.as_uri() for path in paths]), cwd=json.dumps(str(Path.cwd())),
                                  prompts=json.dumps(prompts))  # fmt: skip
     done = subprocess.run([node, "--input-type=module", "-e", code], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"})  # fmt: skip
@@ -603,12 +610,15 @@ def test_opencode_plugin_adds_lores_context_as_synthetic_parts(indexed: Path, tm
     first, second, trivial = run_plugin(plugin, [json.dumps(PROMPT), "how do we keep charges idempotent on retry",
                                                  "ok thanks"])  # fmt: skip
     assert first[0]["id"] == "prt_0" and len(first) == 3
+    assert first[0]["messageID"] == "msg_0"
     session, context = first[1], first[2]
-    assert all(p["synthetic"] is True and p["type"] == "text" and p["messageID"] == "msg_1" and p["sessionID"] == "ses_1"
+    assert all(p["synthetic"] is True and p["type"] == "text" and p["messageID"] == "msg_0" and p["sessionID"] == "ses_1"
                and re.fullmatch(r"prt_[0-9a-f]{12}[0-9A-Za-z]{14}", p["id"]) for p in (session, context))  # fmt: skip
     assert "Charge retries wired" in session["text"] and "exponential backoff" in context["text"]
     assert len(second) == 2 and "Idempotency keys" in second[1]["text"]  # the session block came once
     assert len(trivial) == 1
+    # Installed for the user and in the project: two copies of the plugin, one set of blocks.
+    assert [len(parts) for parts in run_plugin(plugin, [PROMPT, PROMPT], copies=2)] == [3, 2]
 
 
 def test_opencode_plugin_never_blocks_when_lore_is_gone_or_broken(indexed: Path, tmp_path: Path) -> None:

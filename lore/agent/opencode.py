@@ -106,14 +106,18 @@ function partID() {{
   return "prt_" + hex + tail
 }}
 
+// Installed both for the user and in a project, the plugin is loaded twice and both copies see
+// each message: the first one to see it serves it (message ids, shared by every copy in the process).
+const handled = (globalThis.__loreMemoryMessages ??= new Set())
+
 export const LoreMemory = async ({{ directory }}) => {{
-  // Installed both for the user and in a project, the plugin is loaded twice: the first one serves.
-  if (globalThis.__loreMemoryPlugin) return {{}}
-  globalThis.__loreMemoryPlugin = true
   const started = new Set()
   return {{
     "chat.message": async (input, output) => {{
       try {{
+        if (handled.has(output.message.id)) return
+        handled.add(output.message.id)
+        if (handled.size > 1000) handled.delete(handled.values().next().value)
         const prompt = unquoted(
           output.parts
             .filter((part) => part.type === "text" && !part.synthetic && typeof part.text === "string")
