@@ -310,7 +310,7 @@ def test_every_registered_agent_has_a_hook_protocol_and_a_cli_choice(cli) -> Non
 
     assert list(REGISTRY) == list(PROTOCOLS) == [choice.value for choice in AgentChoice]
     # Every agent gets hooks, or (OpenCode) a plugin that runs them.
-    assert all(agent.summary and (agent.hooks or agent.files) for agent in REGISTRY.values())
+    assert all(agent.label and (agent.hooks or agent.files) for agent in REGISTRY.values())
 
 
 @pytest.mark.parametrize("scope", ["user", "project"])

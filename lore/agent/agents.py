@@ -135,9 +135,8 @@ class Agent:
         ``named`` (Antigravity's ``{hook name: {event: [handler]}}``, lore's named ``lore``).
     entry_extra: extra keys per subcommand in a hook entry (Gemini names its hooks).
     mcp: its MCP registration, None when lore does not write one (Claude Code: ``claude mcp add``).
-    files: whole files lore writes for it (Cursor's rule).
+    files: whole files lore writes for it (Cursor's rule, OpenCode's plugin).
     notes: what the user still has to do or know after an install.
-    summary: one line for ``lore hook install --help``.
     runner: installs (command prefix given) or uninstalls (None) for it; the generic
         ``_run`` unless the agent has its own installer (Claude Code's, with ``--capture``).
     """
@@ -153,7 +152,6 @@ class Agent:
     mcp: Mcp | None = None
     files: tuple[GeneratedFile, ...] = ()
     notes: tuple[str, ...] = ()
-    summary: str = ""
     runner: Callable[..., list[Outcome]] | None = None
 
     @property
@@ -261,14 +259,13 @@ CODEX_NOTES = (
 
 REGISTRY: dict[str, Agent] = {
     "claude-code": Agent(
-        "claude-code", "Claude Code", _home(".claude"), ".claude", "settings.json", LORE_HOOKS,
-        summary="claude-code: hooks in settings.json", runner=_claude_code,
+        "claude-code", "Claude Code", _home(".claude"), ".claude", "settings.json", LORE_HOOKS, runner=_claude_code,
     ),
     "codex": Agent(
         "codex", "Codex CLI", codex_home, ".codex", "hooks.json",
         (LoreHook("UserPromptSubmit", "prompt", 5), LoreHook("SessionStart", "session-start", 10),
          LoreHook("PreCompact", "pre-compact", 30), LoreHook("Stop", "stop", 30)),
-        mcp=Mcp("toml", "config.toml"), notes=CODEX_NOTES, summary="codex: hooks.json + MCP in config.toml",
+        mcp=Mcp("toml", "config.toml"), notes=CODEX_NOTES,
     ),
     "gemini": Agent(
         "gemini", "Gemini CLI", _home(".gemini"), ".gemini", "settings.json",
@@ -278,7 +275,6 @@ REGISTRY: dict[str, Agent] = {
         mcp=Mcp("json", "settings.json"),
         notes=("Gemini CLI reads the hooks at start: restart it; /hooks panel lists them.",
                "MCP: `lore mcp` is registered as server `lore`."),
-        summary="gemini: hooks + MCP in settings.json",
     ),
     "cursor": Agent(
         "cursor", "Cursor", _home(".cursor"), ".cursor", "hooks.json",
@@ -288,7 +284,6 @@ REGISTRY: dict[str, Agent] = {
         notes=("Cursor's prompt hook cannot add context, so lore gives each session its context at start "
                "(sessionStart) and the agent asks lore's MCP tools (`context`, `search`) while it works.",
                "Restart Cursor (or reload the window) to pick up the hooks and the MCP server."),
-        summary="cursor: sessionStart hook + MCP in mcp.json (+ a rule file for a project)",
     ),
     "antigravity": Agent(
         # Timeouts in seconds. PreInvocation's 10 s covers the conversation's first turn,
@@ -302,7 +297,6 @@ REGISTRY: dict[str, Agent] = {
                "what it loaded.",
                "No real Antigravity client is tested by lore's CI (the CLI is not in a package registry it can "
                "reach): the hooks follow Antigravity's documentation (docs/agents.md)."),
-        summary="antigravity: a named hook in hooks.json + MCP in mcp_config.json",
     ),
     "opencode": Agent(
         "opencode", "OpenCode", opencode_config_dir, ".opencode", None, (), mcp=Mcp("opencode", "opencode.json"),
@@ -311,7 +305,6 @@ REGISTRY: dict[str, Agent] = {
         notes=("OpenCode loads the plugin (plugins/lore.js) and the MCP server at start: restart it. Each prompt "
                "gets lore's context as a synthetic part after your text; the first prompt of a session also "
                "gets the session context.",),
-        summary="opencode: a plugin (plugins/lore.js) + MCP in opencode.json",
     ),
 }  # fmt: skip
 assert tuple(REGISTRY) == AGENTS, "lore.agent.hook.PROTOCOLS and REGISTRY must list the same agents"
