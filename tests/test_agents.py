@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -236,7 +240,8 @@ def run_hook(*args: str, payload: dict[str, Any]) -> subprocess.CompletedProcess
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
 
 
-@pytest.mark.parametrize(("agent", "event"), [("codex", "UserPromptSubmit"), ("gemini", "BeforeAgent")])
+@pytest.mark.parametrize(("agent", "event"), [("codex", "UserPromptSubmit"), ("gemini", "BeforeAgent"),
+                                             ("opencode", "chat.message")])  # fmt: skip
 def test_prompt_hook_speaks_each_agents_protocol(indexed: Path, agent: str, event: str) -> None:
     payload = {"session_id": "s", "cwd": str(Path.cwd()), "hook_event_name": event, "prompt": PROMPT,
                "turn_id": "t1", "timestamp": "2026-01-01T00:00:00Z"}  # fmt: skip
@@ -293,3 +298,373 @@ def test_gemini_prompt_hook_searches_the_users_words_not_the_session_context_wra
     assert "exponential backoff" in context
     trivial = run_hook("prompt", "--agent", "gemini", payload={"prompt": wrapped.replace(PROMPT, "ok thanks")})
     assert (trivial.returncode, trivial.stdout) == (0, b"")
+
+
+# --------------------------------------------------------------------------- the registry, and what is installed
+
+
+def test_every_registered_agent_has_a_hook_protocol_and_a_cli_choice(cli) -> None:  # type: ignore[no-untyped-def]
+    from lore.agent.agents import REGISTRY
+    from lore.agent.hook import PROTOCOLS
+    from lore.cli.cmd_hook_install import AgentChoice
+
+    assert list(REGISTRY) == list(PROTOCOLS) == [choice.value for choice in AgentChoice]
+    # Every agent gets hooks, or (OpenCode) a plugin that runs them.
+    assert all(agent.label and (agent.hooks or agent.files) for agent in REGISTRY.values())
+
+
+@pytest.mark.parametrize("scope", ["user", "project"])
+def test_installed_state_reads_back_every_agents_install(cli, lore_exe: str, scope: str) -> None:  # type: ignore[no-untyped-def]
+    """What `lore doctor` asks of each agent: is lore installed, wholly, and which `lore` do its entries run."""
+    from lore.agent.agents import REGISTRY, installed_state
+
+    expected = lore_exe if scope == "user" else "lore"
+    for name in REGISTRY:
+        assert not installed_state(name, scope).present, name
+        assert cli("hook", "install", "--agent", name, "--scope", scope).exit_code == 0, name
+        state = installed_state(name, scope)
+        assert state.complete and state.missing == [], (name, state)
+        assert state.executables == [expected], state
+        assert state.pieces and (state.pieces[0].kind == "hook" or name == "opencode"), name
+        assert cli("hook", "uninstall", "--agent", name, "--scope", scope).exit_code == 0, name
+        assert not installed_state(name, scope).present, name
+
+
+def test_installed_state_reports_a_broken_file_instead_of_raising(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    from lore.agent.agents import installed_state
+
+    assert cli("hook", "install", "--agent", "gemini").exit_code == 0
+    (Path.home() / ".gemini" / "settings.json").write_text("{ not json")
+    state = installed_state("gemini")
+    assert not state.present and all(piece.problem and "not valid JSON" in piece.problem for piece in state.pieces)
+    with pytest.raises(Exception, match="unknown agent"):
+        installed_state("bogus")
+
+
+# --------------------------------------------------------------------------- Antigravity CLI (agy)
+
+ANTIGRAVITY_HOOKS = {
+    "my-linter": {"PostToolUse": [{"matcher": "run_command",
+                                   "hooks": [{"type": "command", "command": "./lint.sh", "timeout": 10}]}]},
+    "reminder": {"enabled": False, "PreInvocation": [{"type": "command", "command": "./reminder.sh"}]},
+}  # fmt: skip
+ANTIGRAVITY_MCP = {"mcpServers": {"github": {"command": "gh-mcp", "args": ["--read-only"]}}}
+
+
+def test_antigravity_named_hook_and_mcp_config(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    """hooks.json maps hook names to events (antigravity.google/docs/hooks): lore owns the one named `lore`."""
+    home = Path.home()
+    write(home / ".gemini" / "config" / "hooks.json", ANTIGRAVITY_HOOKS)
+    write(home / ".gemini" / "config" / "mcp_config.json", ANTIGRAVITY_MCP)
+    installed, uninstalled = install_twice_then_uninstall_twice(cli, "antigravity", home)
+
+    hooks = json.loads(installed[".gemini/config/hooks.json"])
+    assert list(hooks) == ["my-linter", "reminder", "lore"] and hooks["my-linter"] == ANTIGRAVITY_HOOKS["my-linter"]
+    # PreInvocation and Stop take a flat list of handlers; timeouts in seconds.
+    assert hooks["lore"] == {
+        "PreInvocation": [{"type": "command", "command": f"{lore_exe} hook prompt --agent antigravity", "timeout": 10}],
+        "Stop": [{"type": "command", "command": f"{lore_exe} hook stop --agent antigravity", "timeout": 30}],
+    }
+    mcp = json.loads(installed[".gemini/config/mcp_config.json"])
+    assert mcp["mcpServers"] == {**ANTIGRAVITY_MCP["mcpServers"], "lore": {"command": lore_exe, "args": ["mcp"]}}
+    assert json.loads(uninstalled[".gemini/config/hooks.json"]) == ANTIGRAVITY_HOOKS
+    assert json.loads(uninstalled[".gemini/config/mcp_config.json"]) == ANTIGRAVITY_MCP
+    assert not list((home / ".gemini").glob("settings.json"))  # Gemini CLI's own file is not Antigravity's
+
+
+def test_antigravity_keeps_a_users_switch_and_refuses_a_foreign_lore_hook(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    path = Path.home() / ".gemini" / "config" / "hooks.json"
+    assert cli("hook", "install", "--agent", "antigravity").exit_code == 0
+    hooks = json.loads(path.read_text())
+    hooks["lore"] = {"enabled": False, **hooks["lore"]}  # the user switched lore off in Antigravity
+    write(path, hooks)
+    again = cli("hook", "install", "--agent", "antigravity")
+    assert again.exit_code == 0 and "nothing changed" in again.stdout
+    assert json.loads(path.read_text())["lore"]["enabled"] is False
+    foreign = write(path, {"lore": {"PreInvocation": [{"type": "command", "command": "./someone-elses-lore.sh"}]}})
+    refused = cli("hook", "install", "--agent", "antigravity")
+    assert refused.exit_code == 1 and "runs something other than `lore hook`" in refused.stderr
+    assert path.read_bytes() == foreign
+    assert cli("hook", "uninstall", "--agent", "antigravity").exit_code == 0 and path.read_bytes() == foreign
+
+
+def test_antigravity_project_scope_uses_the_agents_directory(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("hook", "install", "--agent", "antigravity", "--scope", "project").exit_code == 0
+    hooks = json.loads((Path.cwd() / ".agents" / "hooks.json").read_text())
+    assert hooks["lore"]["PreInvocation"][0]["command"] == "lore hook prompt --agent antigravity"
+    assert json.loads((Path.cwd() / ".agents" / "mcp_config.json").read_text())["mcpServers"]["lore"]["command"] == "lore"
+
+
+def agy_event(transcript: Path, conversation: str = "c-1", **extra: Any) -> dict[str, Any]:
+    """A PreInvocation input as Antigravity documents it (camelCase; no prompt field)."""
+    return {"conversationId": conversation, "workspacePaths": [str(Path.cwd())], "transcriptPath": str(transcript),
+            "artifactDirectoryPath": str(transcript.parent / "artifacts"), "invocationNum": 0, "initialNumSteps": 0,
+            **extra}  # fmt: skip
+
+
+def say(transcript: Path, *records: dict[str, Any]) -> None:
+    with transcript.open("a") as handle:
+        for record in records:
+            handle.write(json.dumps(record) + "\n")
+
+
+def steps(done: subprocess.CompletedProcess[bytes]) -> list[str]:
+    assert (done.returncode, done.stderr) == (0, b"")
+    if not done.stdout:
+        return []
+    output = json.loads(done.stdout)
+    assert list(output) == ["injectSteps"] and all(list(step) == ["ephemeralMessage"] for step in output["injectSteps"])
+    return [step["ephemeralMessage"] for step in output["injectSteps"]]
+
+
+def test_antigravity_pre_invocation_answers_once_per_user_turn(indexed: Path, tmp_path: Path) -> None:
+    """PreInvocation fires before every model call of the agent loop: memory once per user turn, not per call."""
+    from lore import capture
+    from lore.store import Store
+
+    capture.handoff(Store(indexed, actor="test"), "Charge retries wired; alerting left", project="acme-api",
+                    next_steps=["Add the retry alert"])  # fmt: skip
+    transcript = tmp_path / "brain" / "c-1" / "transcript.jsonl"
+    transcript.parent.mkdir(parents=True)
+    say(transcript, {"type": "USER_INPUT", "content": PROMPT})
+    first = steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript)))
+    # The conversation's first turn: the session block (no session-start event), then the prompt's.
+    assert len(first) == 2 and "Charge retries wired" in first[0] and "exponential backoff" in first[1]
+    assert all(len(block) <= 1500 and block.startswith("<lore-memory") for block in first)
+
+    say(transcript, {"type": "PLANNER_RESPONSE", "content": "Let me look."}, {"type": "CODE_ACTION", "content": "x" * 300})
+    for number in (1, 2):  # later model calls of the same turn
+        assert steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript, invocationNum=number))) == []
+
+    say(transcript, {"type": "USER_INPUT", "content": "how do we keep charges idempotent when payment calls are retried"})
+    second = steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript)))
+    assert len(second) == 1 and "Idempotency keys" in second[0] and "Charge retries wired" not in second[0]
+    assert steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript))) == []
+
+    say(transcript, {"type": "USER_INPUT", "content": "ok thanks"})
+    assert steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(transcript))) == []  # trivial
+    # Another conversation over the same store is a first turn of its own.
+    other = tmp_path / "other.jsonl"
+    say(other, {"type": "USER_INPUT", "content": PROMPT})
+    assert len(steps(run_hook("prompt", "--agent", "antigravity", payload=agy_event(other, "c-2")))) == 2
+
+
+def test_antigravity_finds_the_last_input_across_read_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transcript is read backwards in chunks: lines that straddle a chunk, and a partly written last line."""
+    from lore.agent import hook
+
+    monkeypatch.setattr(hook, "_SCAN_CHUNK", 7)
+    transcript = tmp_path / "t.jsonl"
+    say(transcript, {"type": "USER_INPUT", "content": "first question"}, {"type": "USER_INPUT", "content": "second"},
+        *({"type": "TOOL", "content": f"output {i}"} for i in range(30)))  # fmt: skip
+    with transcript.open("a") as handle:
+        handle.write('{"type": "USER_INPUT", "content": "half writ')
+    found = hook.last_user_input(str(transcript))
+    assert found is not None and found[0] == "second"
+    offset = transcript.read_bytes().index(b'{"type": "USER_INPUT", "content": "second"}')
+    assert found[1].startswith(f"{offset}:")
+    monkeypatch.setattr(hook, "_SCAN_CHUNK", 64 << 10)
+    assert hook.last_user_input(str(transcript)) == found  # the same key however it is read
+    monkeypatch.setattr(hook, "TRANSCRIPT_SCAN_BYTES", 100)
+    assert hook.last_user_input(str(transcript)) is None  # too far back: nothing, never the whole file
+
+
+@pytest.mark.parametrize("case", ["no transcript", "missing transcript", "not json", "no data dir", "state dir is a file",
+                                  "corrupt index"])  # fmt: skip
+def test_antigravity_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path: Path, case: str) -> None:
+    transcript = tmp_path / "t.jsonl"
+    say(transcript, {"type": "USER_INPUT", "content": PROMPT})
+    event = agy_event(transcript)
+    env: dict[str, str] = {}
+    stdin = json.dumps(event).encode()
+    if case == "no transcript":
+        stdin = json.dumps({k: v for k, v in event.items() if k != "transcriptPath"}).encode()
+    elif case == "missing transcript":
+        stdin = json.dumps(agy_event(tmp_path / "gone.jsonl")).encode()
+    elif case == "not json":
+        stdin = b"\xff{garbage"
+    elif case == "no data dir":
+        env["LORE_DATA_DIR"] = str(tmp_path / "no-such-data")
+    elif case == "state dir is a file":
+        (tmp_path / "state-file").write_text("x")
+        env["LORE_STATE_DIR"] = str(tmp_path / "state-file")
+    elif case == "corrupt index":
+        from lore.paths import Locations
+
+        index = Locations.resolve(indexed).index_dir
+        for path in (index / (index / "CURRENT").read_text().strip()).rglob("*"):
+            if path.is_file() and path.name != "meta.json":
+                path.write_bytes(b"\x00garbage")
+    started = time.monotonic()
+    for subcommand in ("prompt", "stop", "session-start"):
+        done = subprocess.run([sys.executable, "-m", "lore", "hook", subcommand, "--agent", "antigravity"], input=stdin,
+                              capture_output=True, timeout=60, env={**os.environ, **env})  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, b""), (subcommand, done.stderr)
+        if done.stdout:  # valid hook JSON or nothing
+            assert list(json.loads(done.stdout)) == ["injectSteps"], (subcommand, done.stdout)
+        if case in ("no data dir", "state dir is a file", "corrupt index") and subcommand == "prompt":
+            assert b"lore-memory" not in done.stdout or (case == "corrupt index" and b"Relevant" not in done.stdout)
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "no-such-data").exists()
+
+
+# --------------------------------------------------------------------------- OpenCode
+
+OPENCODE_CONFIG = {"$schema": "https://opencode.ai/config.json", "model": "anthropic/claude-sonnet-4-5",
+                   "mcp": {"github": {"type": "remote", "url": "https://example.invalid/mcp"}},
+                   "autoupdate": False}  # fmt: skip
+
+
+def test_opencode_plugin_and_mcp_in_opencode_json(cli, lore_exe: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip  # type: ignore[no-untyped-def]
+    """OpenCode's user config lives in $XDG_CONFIG_HOME/opencode (opencode.ai/docs/config, /docs/plugins)."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    config_dir = tmp_path / "xdg" / "opencode"
+    write(config_dir / "opencode.json", OPENCODE_CONFIG)
+    installed, uninstalled = install_twice_then_uninstall_twice(cli, "opencode", tmp_path / "xdg")
+
+    config = json.loads(installed["opencode/opencode.json"])
+    assert list(config) == list(OPENCODE_CONFIG) and config["model"] == OPENCODE_CONFIG["model"]
+    assert config["mcp"] == {**OPENCODE_CONFIG["mcp"], "lore": {"type": "local", "command": [lore_exe, "mcp"],
+                                                               "enabled": True}}  # fmt: skip
+    plugin = installed["opencode/plugins/lore.js"].decode()
+    assert plugin.startswith("// written by `lore hook install --agent opencode`")
+    assert f"const LORE = {json.dumps([lore_exe])}" in plugin and '"hook", subcommand, "--agent", "opencode"' in plugin
+    assert json.loads(uninstalled["opencode/opencode.json"]) == OPENCODE_CONFIG
+    assert "opencode/plugins/lore.js" not in uninstalled
+
+
+def test_opencode_keeps_the_users_mcp_keys_and_refuses_what_is_not_lores(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    config_path = Path.home() / ".config" / "opencode" / "opencode.json"
+    assert cli("hook", "install", "--agent", "opencode").exit_code == 0
+    config = json.loads(config_path.read_text())
+    config["mcp"]["lore"]["environment"] = {"LORE_HOOK_BUDGET": "800"}
+    config["mcp"]["lore"]["enabled"] = False
+    write(config_path, config)
+    assert "nothing changed" in cli("hook", "install", "--agent", "opencode").stdout
+    assert json.loads(config_path.read_text())["mcp"]["lore"]["environment"] == {"LORE_HOOK_BUDGET": "800"}
+
+    foreign = write(config_path, {"mcp": {"lore": {"type": "local", "command": ["someone-elses-lore"]}}})
+    refused = cli("hook", "install", "--agent", "opencode")
+    assert refused.exit_code == 1 and "does not run `lore mcp`" in refused.stderr and config_path.read_bytes() == foreign
+    config_path.unlink()
+    plugin = write(Path.home() / ".config" / "opencode" / "plugins" / "lore.js", "export const Mine = async () => ({})\n")
+    refused = cli("hook", "install", "--agent", "opencode")
+    assert refused.exit_code == 1 and "a plugin file lore did not write" in refused.stderr
+    assert (Path.home() / ".config" / "opencode" / "plugins" / "lore.js").read_bytes() == plugin
+    assert cli("hook", "uninstall", "--agent", "opencode").exit_code == 0
+    assert (Path.home() / ".config" / "opencode" / "plugins" / "lore.js").read_bytes() == plugin
+
+
+def test_opencode_project_scope_lives_in_dot_opencode(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
+    assert cli("hook", "install", "--agent", "opencode", "--scope", "project").exit_code == 0
+    project = Path.cwd() / ".opencode"
+    assert json.loads((project / "opencode.json").read_text())["mcp"]["lore"]["command"] == ["lore", "mcp"]
+    assert 'const LORE = ["lore"]' in (project / "plugins" / "lore.js").read_text()
+
+
+PLUGIN_HARNESS = """
+const copies = []
+for (const plugin of {plugins}) copies.push(await (await import(plugin)).LoreMemory({{ directory: {cwd} }}))
+const results = []
+for (const [number, text] of {prompts}.entries()) {{
+  const output = {{ message: {{ id: `msg_${{number}}`, sessionID: "ses_1" }},
+                   parts: [{{ id: "prt_0", sessionID: "ses_1", messageID: `msg_${{number}}`, type: "text", text }}] }}
+  for (const hooks of copies) await hooks["chat.message"]({{ sessionID: "ses_1" }}, output)  // as OpenCode runs them
+  results.push(output.parts)
+}}
+console.log(JSON.stringify(results))
+"""
+
+
+def run_plugin(plugin: Path, prompts: list[str], copies: int = 1) -> list[list[dict[str, Any]]]:
+    """OpenCode's side of the plugin contract, in Node: load it, call its chat.message hook as OpenCode does.
+
+    ``copies``: the plugin file loaded that many times (installed for the user and in the project).
+    """
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (the OpenCode real-client test runs the plugin in OpenCode itself)")
+    paths = [plugin]
+    for number in range(1, copies):
+        paths.append(plugin.with_name(f"copy-{number}-{plugin.name}"))
+        paths[-1].write_text(plugin.read_text())
+    code = PLUGIN_HARNESS.format(plugins=json.dumps([path.as_uri() for path in paths]), cwd=json.dumps(str(Path.cwd())),
+                                 prompts=json.dumps(prompts))  # fmt: skip
+    done = subprocess.run([node, "--input-type=module", "-e", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "LORE_HOOK_DEADLINE_MS": "20000"})  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    return json.loads(done.stdout)
+
+
+def test_opencode_plugin_adds_lores_context_as_synthetic_parts(indexed: Path, tmp_path: Path) -> None:
+    from lore import capture
+    from lore.agent.opencode import render
+    from lore.store import Store
+
+    capture.handoff(Store(indexed, actor="test"), "Charge retries wired; alerting left", project="acme-api",
+                    next_steps=["Add the retry alert"])  # fmt: skip
+    plugin = tmp_path / "lore.js"
+    plugin.write_text(render(f"{shlex.quote(sys.executable)} -m lore"))
+    # `opencode run "..."` wraps an argument that holds a space in double quotes.
+    first, second, trivial = run_plugin(plugin, [json.dumps(PROMPT), "how do we keep charges idempotent on retry",
+                                                 "ok thanks"])  # fmt: skip
+    assert first[0]["id"] == "prt_0" and len(first) == 3
+    assert first[0]["messageID"] == "msg_0"
+    session, context = first[1], first[2]
+    assert all(p["synthetic"] is True and p["type"] == "text" and p["messageID"] == "msg_0" and p["sessionID"] == "ses_1"
+               and re.fullmatch(r"prt_[0-9a-f]{12}[0-9A-Za-z]{14}", p["id"]) for p in (session, context))  # fmt: skip
+    assert "Charge retries wired" in session["text"] and "exponential backoff" in context["text"]
+    # The session block came once; the second prompt's memory comes unless the first block
+    # already handed it to this session (the injection decision does not hand it again).
+    assert not any("Charge retries wired" in p["text"] for p in second[1:])
+    if "Idempotency keys" in context["text"]:
+        assert len(second) == 1
+    else:
+        assert len(second) == 2 and "Idempotency keys" in second[1]["text"]
+    assert len(trivial) == 1
+    # Installed for the user and in the project: two copies of the plugin, one set of blocks
+    # (the same prompt again in the session: at most its first memory again, when the
+    # injection decision is sure of it, and no second session block).
+    once, again = run_plugin(plugin, [PROMPT, PROMPT], copies=2)
+    assert len(once) == 3 and len(again) in (1, 2)
+    assert not any("Charge retries wired" in part["text"] for part in again[1:])
+
+
+def test_opencode_plugin_never_blocks_when_lore_is_gone_or_broken(indexed: Path, tmp_path: Path) -> None:
+    from lore.agent.opencode import render
+
+    for name, prefix in (("gone", str(tmp_path / "no-such-lore")), ("fails", "/bin/false"),
+                         ("not lore", "/bin/echo")):  # fmt: skip
+        plugin = tmp_path / f"{name.replace(' ', '-')}.js"
+        plugin.write_text(render(prefix))
+        parts = run_plugin(plugin, [PROMPT])[0]
+        assert [part["id"] for part in parts] == ["prt_0"], name
+
+
+@pytest.mark.parametrize("case", ["not json", "no prompt", "no data dir", "corrupt index"])
+def test_opencode_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path: Path, case: str) -> None:
+    """What the plugin runs: exit 0, and hook JSON or nothing (the plugin reads only additionalContext)."""
+    payload = {"session_id": "ses_1", "cwd": str(Path.cwd()), "hook_event_name": "chat.message", "prompt": PROMPT}
+    stdin = b"\xff{garbage" if case == "not json" else json.dumps(payload).encode()
+    env: dict[str, str] = {}
+    if case == "no prompt":
+        stdin = json.dumps({k: v for k, v in payload.items() if k != "prompt"}).encode()
+    elif case == "no data dir":
+        env["LORE_DATA_DIR"] = str(tmp_path / "no-such-data")
+    elif case == "corrupt index":
+        from lore.paths import Locations
+
+        index = Locations.resolve(indexed).index_dir
+        for path in (index / (index / "CURRENT").read_text().strip()).rglob("*"):
+            if path.is_file() and path.name != "meta.json":
+                path.write_bytes(b"\x00garbage")
+    for subcommand in ("prompt", "session-start"):
+        done = subprocess.run([sys.executable, "-m", "lore", "hook", subcommand, "--agent", "opencode"], input=stdin,
+                              capture_output=True, timeout=60, env={**os.environ, **env})  # fmt: skip
+        assert (done.returncode, done.stderr) == (0, b""), (subcommand, done.stderr)
+        if done.stdout:
+            assert list(json.loads(done.stdout)) == ["hookSpecificOutput"], (subcommand, done.stdout)
+        if subcommand == "prompt" and case != "not json":
+            assert b"Relevant Memories" not in done.stdout
+    assert not (tmp_path / "no-such-data").exists()

@@ -13,9 +13,11 @@ This module imports only the standard library until it has to search.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
+from typing import NamedTuple  # loaded with lore.settings anyway
 
 from lore.agent.log import log_failure
 from lore.agent.prompt import context_for_prompt
@@ -40,18 +42,90 @@ def hook_output(event: str, context: str) -> str:
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}, ensure_ascii=False)
 
 
-# The agents whose hook protocols lore speaks (lore.agent.agents installs the hooks).
-AGENTS = ("claude-code", "codex", "gemini", "cursor")
-# The prompt hook's event name in each agent's protocol.
-# Cursor's prompt hook (beforeSubmitPrompt) cannot add context: it only ever continues.
-PROMPT_EVENTS = {"claude-code": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent"}
+class Protocol(NamedTuple):
+    """How lore's hooks read one agent's events and answer in its hook protocol.
+
+    The install side (files, hooks, MCP entry) of the same agent is its entry in
+    ``lore.agent.agents.REGISTRY``; this half stays here, a ``NamedTuple`` of plain
+    values, because every prompt imports this module and a dataclass costs the hook
+    ~14 ms (tests/test_layout.py).
+
+    prompt_event: the ``hookEventName`` the prompt block is announced under; None
+        when the agent's prompt hook cannot add context (Cursor), and then
+        ``prompt_passthrough`` is printed at once instead.
+    shape: how context is printed (``SHAPES``): Claude Code's ``hookSpecificOutput``,
+        Cursor's ``additional_context`` or Antigravity's ``injectSteps``.
+    session_note: a line that starts every session-start block (Cursor's pointer to
+        the MCP tools, since no prompt hook can bring memory there).
+    stop_output: what the stop hooks print (Cursor expects a JSON object from every hook).
+    turns: where the user's prompt comes from: ``event`` (its ``prompt`` field) or
+        ``transcript``: Antigravity's only pre-model event fires before every model
+        call of the agent loop and carries no prompt, so lore reads the user's last
+        input from the conversation's transcript and answers once per user turn, the
+        first turn with the session-start block too (``new_turn``).
+    """
+
+    name: str
+    prompt_event: str | None = "UserPromptSubmit"
+    shape: str = "hook-specific"
+    session_note: str = ""
+    stop_output: str | None = None
+    prompt_passthrough: str | None = None
+    turns: str = "event"
+
+
 # Said at the start of every Cursor session, since its prompt hook cannot add context.
 CURSOR_NOTE = ("lore memory: before designing or changing something, call the `context` tool of the `lore` MCP "
                "server with what you are about to do; `search` finds decisions, patterns and lessons.")  # fmt: skip
 
+# The agents whose hook protocols lore speaks, in the order `--agent` lists them.
+PROTOCOLS: dict[str, Protocol] = {
+    "claude-code": Protocol("claude-code"),
+    "codex": Protocol("codex"),
+    "gemini": Protocol("gemini", prompt_event="BeforeAgent"),
+    # Cursor's prompt hook (beforeSubmitPrompt) can only let a prompt through or stop it.
+    "cursor": Protocol("cursor", prompt_event=None, shape="cursor", session_note=CURSOR_NOTE, stop_output="{}",
+                       prompt_passthrough=json.dumps({"continue": True})),
+    # Antigravity CLI (agy): no prompt-submit event; PreInvocation runs before every model call.
+    "antigravity": Protocol("antigravity", prompt_event="PreInvocation", shape="inject-steps", turns="transcript"),
+    # OpenCode: lore's plugin (lore.agent.opencode) runs the hooks from its chat.message hook.
+    "opencode": Protocol("opencode", prompt_event="chat.message"),
+}  # fmt: skip
+AGENTS = tuple(PROTOCOLS)
 
-def agent_argument(args: list[str]) -> str:
-    """``--agent NAME`` (or ``--agent=NAME``) from a hook's arguments; Claude Code by default.
+
+def _hook_specific(event: str, blocks: list[str]) -> str | None:
+    return hook_output(event, "\n".join(blocks)) if blocks else None
+
+
+def _cursor(event: str, blocks: list[str]) -> str | None:
+    """Cursor expects a JSON object from every hook, context or not."""
+    text = "\n".join(blocks)
+    return json.dumps({"additional_context": text, "continue": True} if text else {"continue": True})
+
+
+def _inject_steps(event: str, blocks: list[str]) -> str | None:
+    """Antigravity's PreInvocation answer: steps handed to the model call about to run.
+
+    ``ephemeralMessage``, not ``userMessage``: the text is reference data from lore,
+    not something the person typed, and it serves the model call that plans the turn
+    without being written into the conversation as the user's words.
+    """
+    return json.dumps({"injectSteps": [{"ephemeralMessage": block} for block in blocks]},
+                      ensure_ascii=False) if blocks else None  # fmt: skip
+
+
+# shape -> (event name, blocks of context) -> the line printed on stdout (None: print nothing).
+SHAPES = {"hook-specific": _hook_specific, "cursor": _cursor, "inject-steps": _inject_steps}
+
+
+def answer(protocol: Protocol, event: str, blocks: list[str]) -> str | None:
+    """The hook's stdout line for ``blocks`` of context in ``protocol`` (None: print nothing)."""
+    return SHAPES[protocol.shape](event, [block for block in blocks if block])
+
+
+def agent_protocol(args: list[str]) -> Protocol:
+    """The protocol named by ``--agent NAME`` (or ``--agent=NAME``) in a hook's arguments; Claude Code's by default.
 
     A hook never fails on its arguments (a non-zero exit can block the agent): an
     unknown agent is logged and answered in Claude Code's protocol.
@@ -62,27 +136,128 @@ def agent_argument(args: list[str]) -> str:
             agent = args[index + 1]
         elif arg.startswith("--agent="):
             agent = arg.split("=", 1)[1]
-    if agent not in AGENTS:
+    if agent not in PROTOCOLS:
         log_failure("UsageError", f"unknown agent {agent!r}; speaking Claude Code's hook protocol")
-        return "claude-code"
-    return agent
+        return PROTOCOLS["claude-code"]
+    return PROTOCOLS[agent]
 
 
-def prompt_output(agent: str, context: str) -> str:
-    if agent == "cursor":
-        return json.dumps({"continue": True})
-    return hook_output(PROMPT_EVENTS.get(agent, "UserPromptSubmit"), context)
+def agent_argument(args: list[str]) -> str:
+    """The agent named in a hook's arguments (``agent_protocol``'s name)."""
+    return agent_protocol(args).name
 
 
 def event_cwd(event: dict[str, Any]) -> str | None:
-    """The working directory of a hook event (Cursor sends its workspace roots instead)."""
+    """The working directory of a hook event.
+
+    ``cwd`` (Claude Code, Codex, Gemini); Cursor sends its workspace roots
+    (``workspace_roots``) instead, Antigravity its ``workspacePaths``.
+    """
     cwd = event.get("cwd")
     if isinstance(cwd, str) and cwd:
         return cwd
-    roots = event.get("workspace_roots")
-    if isinstance(roots, list) and roots and isinstance(roots[0], str):
-        return roots[0]
+    for key in ("workspace_roots", "workspacePaths"):
+        roots = event.get(key)
+        if isinstance(roots, list) and roots and isinstance(roots[0], str) and roots[0]:
+            return roots[0]
     return None
+
+
+def event_session_id(event: dict[str, Any]) -> str | None:
+    """The session a hook event belongs to (``session_id``; Antigravity's ``conversationId``), if it names one."""
+    for key in ("session_id", "conversationId"):
+        session_id = event.get(key)
+        if isinstance(session_id, str) and session_id:
+            return session_id
+    return None
+
+
+# --------------------------------------------------------------------------- Antigravity's user turns
+
+# How far back from its end the transcript is searched for the user's last input: a turn
+# whose tool output since then is larger than this gets nothing more (it got its block).
+TRANSCRIPT_SCAN_BYTES = 8 << 20
+_SCAN_CHUNK = 64 << 10
+
+
+def last_user_input(path: str) -> tuple[str, str] | None:
+    """The last user input in an Antigravity transcript and a key naming that turn; None if none is found.
+
+    The transcript is JSON lines; the user's inputs are ``{"type": "USER_INPUT",
+    "content": ...}`` (as observed by others; Antigravity does not document the
+    format, see docs/agents.md). Read backwards in chunks, so a long conversation
+    costs only its tail. The key is the line's byte offset and checksum: the same
+    turn gives the same key at every model call, a new input a new one.
+    """
+    import zlib
+
+    with open(path, "rb") as handle:
+        position = end = handle.seek(0, 2)
+        pending = b""  # the head of a line that started in an earlier chunk
+        while position > 0 and end - position < TRANSCRIPT_SCAN_BYTES:
+            step = min(_SCAN_CHUNK, position, TRANSCRIPT_SCAN_BYTES - (end - position))
+            position -= step
+            handle.seek(position)
+            data = handle.read(step) + pending
+            cut = data.find(b"\n") + 1 if position > 0 else 0
+            if position > 0 and cut == 0:
+                pending = data
+                continue
+            pending, complete, offset = data[:cut], data[cut:], position + cut
+            stop = len(complete)
+            while stop > 0:
+                start = complete.rfind(b"\n", 0, stop - 1) + 1
+                line = complete[start:stop]
+                if b"USER_INPUT" in line:
+                    found = _user_input(line)
+                    if found is not None:
+                        return found, f"{offset + start}:{zlib.crc32(line.strip())}"
+                stop = start
+    return None
+
+
+def _user_input(line: bytes) -> str | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None  # a line still being written, or not JSON
+    if not isinstance(record, dict) or record.get("type") != "USER_INPUT":
+        return None
+    content = record.get("content", record.get("text"))
+    return content if isinstance(content, str) else None
+
+
+def new_turn(event: dict[str, Any]) -> tuple[str, bool] | None:
+    """For a pre-model event (Antigravity's PreInvocation): the user's prompt if this call starts a new turn.
+
+    Returns (prompt, first turn of the conversation) at the first model call of a
+    user turn, None at the others (the turn got its answer) or when no user input
+    is found. The last turn answered is kept per conversation in the state dir
+    (``turns/``), replaced atomically; a turn that cannot be recorded gets nothing,
+    so a broken state dir never injects at every model call.
+    """
+    transcript = event.get("transcriptPath")
+    if not isinstance(transcript, str) or not transcript:
+        raise ValueError("hook input has no 'transcriptPath' string")
+    found = last_user_input(transcript)
+    if found is None:
+        log_failure("no-user-input", f"no user input found in {transcript}; injected nothing")
+        return None
+    prompt, key = found
+    from lore.paths import state_dir
+
+    path = state_dir() / "turns" / _safe_name(event_session_id(event) or transcript)
+    try:
+        previous: str | None = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        previous = None
+    if previous == key:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(key, encoding="utf-8")
+    os.replace(partial, path)
+    return prompt, previous is None
 
 
 # Gemini CLI hands hook context to the model as <hook_context>...</hook_context> and, in
@@ -254,17 +429,28 @@ def vector_cost_estimate(records: int) -> float:
     return ENCODER_LOAD_S + records * VECTOR_SECONDS_PER_RECORD + FINISH_S
 
 
+def _first_turn_block(cwd: str | None, budget: int) -> str:
+    """The session-start block for an agent without a session-start event (Antigravity); "" if it fails (logged)."""
+    try:
+        from lore.paths import Locations
+
+        return session_text(Locations.resolve(), None, cwd, budget)
+    except Exception as exc:  # the prompt's own block may still come
+        log_failure(type(exc).__name__, f"session block: {exc}")
+        return ""
+
+
 def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> int:
     """Entry point for ``lore hook prompt``. Always returns 0."""
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     started = time.monotonic()
     deadline = started + DEFAULT_DEADLINE_MS / 1000
-    agent = agent_argument(args)
+    protocol = agent_protocol(args)
     spawn_for: Any = None
     try:
-        if agent == "cursor":  # no context to add: say "continue" and nothing else
-            stdout.write(prompt_output(agent, "") + "\n")
+        if protocol.prompt_passthrough is not None:  # no context to add: say so and nothing else
+            stdout.write(protocol.prompt_passthrough + "\n")
             stdout.flush()
             return 0
         settings = Settings.from_env()  # a bad value is logged below and the prompt goes through without context
@@ -272,42 +458,55 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if not settings.hook:
             return 0
         event = read_event(stdin)
-        prompt = event.get("prompt")
+        first_turn = False
+        prompt: object = event.get("prompt")
+        if protocol.turns == "transcript":
+            turn = new_turn(event)
+            if turn is None:  # another model call of a turn already answered
+                return 0
+            prompt, first_turn = turn
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
         prompt = user_prompt(prompt)
-        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        session_id = event_session_id(event)
         cwd = event_cwd(event)
         if session_opted_out(session_id):
             return 0
         remember_last_prompt(session_id, prompt, settings.hook_handoff)
-        if is_trivial(prompt):
-            return 0
         budget = settings.hook_budget
-        if budget <= 0:
-            return 0
-        from lore.agent.client import ask_server_reply
-        from lore.paths import Locations
+        blocks: list[str] = []
+        ids: tuple[str, ...] = ()
+        seen: tuple[str, ...] = ()
+        if first_turn and budget > 0:  # no session-start event: the conversation's first turn brings its block
+            blocks.append(_first_turn_block(cwd, budget))
+        if not is_trivial(prompt) and budget > 0:
+            from lore.agent.client import ask_server_reply
+            from lore.paths import Locations
 
-        locations = Locations.resolve()
-        seen = injected_before(session_id)
-        # The resolved data dir: a helper serving another data dir (same index dir) declines.
-        reply = ask_server_reply({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget,
-                                  "gap_line": settings.hook_gap == "line", "seen": list(seen),
-                                  "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
-        answer = _reply_answer(reply)
-        if answer is None:
-            spawn_for = locations  # a helper for the next prompt, once this one is answered
-            # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
-            from lore.rank.cold import prompt_context
+            locations = Locations.resolve()
+            seen = injected_before(session_id)
+            # The resolved data dir: a helper serving another data dir (same index dir) declines.
+            reply = ask_server_reply({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget,
+                                      "gap_line": settings.hook_gap == "line", "seen": list(seen),
+                                      "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
+            found = _reply_answer(reply)
+            if found is None:
+                spawn_for = locations  # a helper for the next prompt, once this one is answered
+                # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
+                from lore.rank.cold import prompt_context
 
-            answer = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=seen,
-                                    gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
-            if answer is None:
-                answer = _in_process(prompt, cwd, budget, started, deadline, settings, locations, seen)
-        text, ids = answer if answer is not None else ("", ())
-        if text and len(text) <= budget:
-            stdout.write(prompt_output(agent, text) + "\n")
+                found = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=seen,
+                                       gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+                if found is None:
+                    found = _in_process(prompt, cwd, budget, started, deadline, settings, locations, seen)
+            text, ids = found if found is not None else ("", ())
+            if text and len(text) <= budget:
+                blocks.append(text)
+            else:
+                ids = ()
+        line = answer(protocol, protocol.prompt_event or "", blocks)
+        if line is not None:
+            stdout.write(line + "\n")
             stdout.flush()
             remember_injected(session_id, seen, ids)
     except BaseException as exc:  # the prompt must go through whatever happens
@@ -331,7 +530,7 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
     """
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
-    agent = agent_argument(args)
+    protocol = agent_protocol(args)
     text = ""
     spawn_for: Any = None
     server: bool | None = None
@@ -345,17 +544,16 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
         locations = spawn_for = locations or Locations.resolve()
         server = settings.server
         budget = settings.hook_budget
-        note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
+        note = protocol.session_note if len(protocol.session_note) < budget else ""
         text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
         text = "\n".join(part for part in (note, text) if part)
     except BaseException as exc:  # the session must start whatever happens
         if not isinstance(exc, KeyboardInterrupt):
             log_failure(type(exc).__name__, str(exc))
     finally:
-        if agent == "cursor":
-            stdout.write(json.dumps({"additional_context": text, "continue": True} if text else {"continue": True}) + "\n")
-        elif text:
-            stdout.write(hook_output("SessionStart", text) + "\n")
+        line = answer(protocol, "SessionStart", [text])
+        if line is not None:
+            stdout.write(line + "\n")
         stdout.flush()
     if spawn_for is not None:
         from lore.agent.client import SESSION_SETTLE_S

@@ -19,7 +19,7 @@ server_app = typer.Typer(help="The warm helper that keeps the index loaded for t
 app.add_typer(server_app, name="server")
 
 
-AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), codex, gemini or cursor."
+AGENT_HELP = "The agent whose hook protocol to speak: claude-code (default), or one of `lore hook install --agent`'s."
 
 
 def _agent(agent: str) -> str:
@@ -56,11 +56,11 @@ def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-cod
 
 def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", capture: bool = False) -> None:
     """The end-of-turn hooks: a handoff stub (LORE_HOOK_HANDOFF=on) and a background capture (capture on)."""
-    from lore.agent.hook import event_cwd, log_failure
+    from lore.agent.hook import PROTOCOLS, event_cwd, event_session_id, log_failure
 
     try:
         event = _read_event()
-        session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        session_id = event_session_id(event)
         st = state(ctx)
         _capture(st, event, session_id, capture)
         from lore.settings import Settings
@@ -75,8 +75,9 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", captu
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
     finally:
-        if agent == "cursor":
-            typer.echo("{}")  # Cursor expects a JSON object from every hook
+        stop_output = PROTOCOLS[agent].stop_output  # e.g. Cursor expects a JSON object from every hook
+        if stop_output is not None:
+            typer.echo(stop_output)
 
 
 def _capture(st: AppState, event: dict, session_id: str | None, flag: bool) -> None:

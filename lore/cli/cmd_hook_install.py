@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from lore.agent.hook import AGENTS
 from lore.cli.cmd_hook import hook_app
 
 if TYPE_CHECKING:
@@ -17,8 +18,7 @@ SCOPE_HELP = (
     "user: your configuration (~/.claude/settings.json for Claude Code); project: this directory's "
     "(./.claude/settings.json; committed, so it names `lore` on PATH)."
 )
-AGENT_HELP = ("claude-code: hooks in settings.json; codex: hooks.json + MCP in config.toml; gemini: hooks + MCP "
-              "in settings.json; cursor: sessionStart hook + MCP in mcp.json (+ a rule file for a project).")  # fmt: skip
+AGENT_HELP = "The agent to wire lore into (docs/agents.md says what each one gets)."
 
 
 class ScopeChoice(StrEnum):
@@ -26,11 +26,9 @@ class ScopeChoice(StrEnum):
     project = "project"
 
 
-class AgentChoice(StrEnum):
-    claude_code = "claude-code"
-    codex = "codex"
-    gemini = "gemini"
-    cursor = "cursor"
+# The registered agents (lore.agent.agents.REGISTRY, whose names lore.agent.hook.AGENTS lists).
+# (mypy cannot see members made from a variable; the CLI's tests pin the choices.)
+AgentChoice = StrEnum("AgentChoice", {name.replace("-", "_"): name for name in AGENTS})  # type: ignore[misc]
 
 
 def _report(outcome: Outcome, verb: str) -> None:
@@ -57,7 +55,7 @@ def _report(outcome: Outcome, verb: str) -> None:
 @hook_app.command("install")
 def install_command(
     scope: ScopeChoice = typer.Option(ScopeChoice.user, "--scope", help=SCOPE_HELP),
-    agent: AgentChoice = typer.Option(AgentChoice.claude_code, "--agent", help=AGENT_HELP),
+    agent: AgentChoice = typer.Option(AgentChoice("claude-code"), "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
     capture: bool = typer.Option(False, "--capture", help="Claude Code: the Stop, PreCompact and SessionEnd hooks also "
                                  "capture candidate records from the session transcript, in the background."),
@@ -77,8 +75,7 @@ def install_command(
     if not dry_run and any(outcome.changed for outcome in outcomes):
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
-    spec = agents.SPECS.get(agent.value)
-    if not dry_run and spec is not None and spec.mcp is not None:
+    if not dry_run and agents.get(agent.value).mcp is not None:
         _remember_mcp_handshakes()
     from lore.agent import client
     from lore.settings import Settings
@@ -114,7 +111,7 @@ def _remember_mcp_handshakes() -> None:
 @hook_app.command("uninstall")
 def uninstall_command(
     scope: ScopeChoice = typer.Option(ScopeChoice.user, "--scope", help=SCOPE_HELP),
-    agent: AgentChoice = typer.Option(AgentChoice.claude_code, "--agent", help=AGENT_HELP),
+    agent: AgentChoice = typer.Option(AgentChoice("claude-code"), "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
 ) -> None:
     """Remove lore from an agent's configuration, leaving every other hook and server alone."""
