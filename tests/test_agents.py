@@ -293,3 +293,16 @@ def test_gemini_prompt_hook_searches_the_users_words_not_the_session_context_wra
     assert "exponential backoff" in context
     trivial = run_hook("prompt", "--agent", "gemini", payload={"prompt": wrapped.replace(PROMPT, "ok thanks")})
     assert (trivial.returncode, trivial.stdout) == (0, b"")
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    ({"command": "/v/bin/lore", "args": ["mcp"]}, True),
+    ({"command": "python3", "args": ["-m", "lore", "mcp"]}, True),
+    ({"command": "/v/bin/python", "args": ["-P", "-m", "lore", "mcp"]}, True),
+    ({"command": "python3", "args": ["-m", "lore", "search"]}, False),
+    ({"command": "gh-mcp"}, False),
+])  # fmt: skip
+def test_lore_mcp_entries_are_recognised(entry: dict[str, Any], expected: bool) -> None:
+    from lore.agent.agents import is_lore_mcp
+
+    assert is_lore_mcp(entry) is expected

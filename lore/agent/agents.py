@@ -48,6 +48,7 @@ from lore.agent.install import (
     default_command_prefix,
     is_lore_command,
     lore_command,
+    python_m_lore_args,
     read_settings,
 )
 from lore.errors import DataError, UsageError
@@ -184,7 +185,7 @@ def is_lore_mcp(entry: object) -> bool:
     head = os.path.basename(str(entry["command"]))
     if head in ("lore", "lore.exe"):
         return words[:1] == ["mcp"]
-    return head.startswith("python") and words[:3] == ["-m", "lore", "mcp"]
+    return head.startswith("python") and (python_m_lore_args(words) or [])[:1] == ["mcp"]
 
 
 def plan_json_mcp(settings: dict[str, Any], command_prefix: str,

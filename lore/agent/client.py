@@ -141,7 +141,9 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     if after_caller:
         env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
         env["LORE_SERVER_SETTLE_MS"] = str(int(max(0.0, settle_s) * 1000))
-    argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
+    from lore.interpreter import lore_argv
+
+    argv = lore_argv("server", "run", "--idle", str(idle))
     if hasattr(os, "posix_spawn"):
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                    (os.POSIX_SPAWN_OPEN, 1, str(paths["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),

@@ -25,6 +25,7 @@ import time
 from lore.agent.client import AFTER_CALLER_S, DEFAULT_IDLE_S, _alive, server_paths
 from lore.agent.log import log_failure
 from lore.agent.prompt import context_for_prompt
+from lore.interpreter import python_argv
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -383,7 +384,7 @@ class _Refresher:
         with self.lock:
             if self.stopping:
                 return None
-            self.child = subprocess.Popen([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL,
+            self.child = subprocess.Popen(python_argv("-c", _REFRESH_CHILD), stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, env=env, close_fds=True)  # fmt: skip
         code = self.child.wait()
         with self.lock:
@@ -408,7 +409,7 @@ def _build_in_child(locations: Any) -> None:
 
     env = {**_ONE_CORE, **os.environ, "LORE_DATA_DIR": str(locations.data_dir),
            "LORE_INDEX_DIR": str(locations.index_dir)}  # fmt: skip
-    subprocess.run([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    subprocess.run(python_argv("-c", _REFRESH_CHILD), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    env=env, close_fds=True, check=False)  # fmt: skip
 
 

@@ -28,7 +28,6 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import time
 import zlib
 from collections import Counter
@@ -39,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from lore.interpreter import lore_argv
 
 KINDS = ("decision", "pattern", "anti_pattern", "lesson", "handoff", "failure", "observation")
 EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -56,7 +57,7 @@ class SoakSettings:
 
 
 def _lore(data_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "lore", "--data-dir", str(data_dir), *args], env=env,
+    return subprocess.run(lore_argv("--data-dir", str(data_dir), *args), env=env,
                           capture_output=True, check=False)  # fmt: skip
 
 
@@ -145,7 +146,7 @@ class _Clone:
                 store.record_audit("retain", record_id, Record(kind, record_id, raw).project, raw)
 
     def sync(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "lore", "--data-dir", str(self.path), "sync", "--json"],
+        return subprocess.Popen(lore_argv("--data-dir", str(self.path), "sync", "--json"),
                                 env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
