@@ -22,6 +22,7 @@ import orjson
 import lore
 from lore.bench.corpora import decision_raw, write_decisions
 from lore.index.build import EMBED_PROCESS_THRESHOLD
+from lore.index.embedder import BUNDLED_MODEL_DIR, BUNDLED_MODEL_SHA256, bundled_model_digest, model_identity
 from lore.interpreter import lore_argv, python_argv
 
 LORE_PACKAGE = Path(lore.__file__).resolve().parent
@@ -67,6 +68,29 @@ def test_a_search_right_after_a_rebuild_in_a_directory_holding_another_lore_does
     assert (index_dir / "CURRENT").read_text() == built  # not rebuilt
     assert orjson.loads(run_lore(checkout, "index", "status", "--json").stdout)["updated_at"] == status["updated_at"]
     assert not marker.exists(), f"a child process imported {marker.read_text()}"
+
+
+def test_the_bundled_model_identity_is_its_content_not_its_path_or_mtime(tmp_path: Path) -> None:
+    """Another copy of lore (other path, other mtimes) names the bundled model as this one does."""
+    marker = tmp_path / "imported"
+    checkout = fake_checkout(tmp_path / "checkout", marker)
+    code = "from lore.index.embedder import model_identity; print(model_identity())"
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    other = subprocess.run(python_argv("-c", code), env=env, capture_output=True, text=True, check=True, timeout=60)
+    assert marker.exists()  # that process did run the copy
+    assert other.stdout.strip() == model_identity() == f"bundled@{BUNDLED_MODEL_SHA256[:16]}"
+
+
+def test_the_recorded_digest_of_the_bundled_model_matches_its_files() -> None:
+    # Fails once the model is replaced until BUNDLED_MODEL_SHA256 is updated: otherwise indexes
+    # embedded with the old model would pass for current.
+    assert bundled_model_digest(BUNDLED_MODEL_DIR) == BUNDLED_MODEL_SHA256
+
+
+def test_another_model_directory_is_still_named_by_its_path(tmp_path: Path) -> None:
+    copy = tmp_path / "my-model"
+    shutil.copytree(BUNDLED_MODEL_DIR, copy)
+    assert model_identity(str(copy)).startswith(f"{copy.resolve()}@")
 
 
 def test_the_argv_helpers_keep_the_working_directory_off_the_import_path() -> None:
