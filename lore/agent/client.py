@@ -51,6 +51,19 @@ def server_paths(index_dir: Path) -> dict[str, Path]:
             "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
 
 
+def running_lore() -> dict[str, str]:
+    """Which lore this process runs: its version, package directory and interpreter.
+
+    The helper writes it into its status, so ``lore doctor`` can tell a helper that
+    still runs the code of an earlier install (an upgrade does not stop it) from one
+    that runs this lore.
+    """
+    import lore
+
+    return {"version": lore.__version__, "package": os.path.dirname(os.path.abspath(lore.__file__ or "")),
+            "python": sys.executable}  # fmt: skip
+
+
 def _current_index_dir() -> Path:
     from lore.paths import Locations
 

@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 
-from lore.agent.client import AFTER_CALLER_S, DEFAULT_IDLE_S, _alive, server_paths
+from lore.agent.client import AFTER_CALLER_S, DEFAULT_IDLE_S, _alive, running_lore, server_paths
 from lore.agent.log import log_failure
 from lore.agent.prompt import context_for_prompt
 from lore.interpreter import python_argv
@@ -143,13 +143,15 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     served = 0
     refreshes = 0
 
+    code = running_lore()
+
     def write_status() -> None:
         current = session.reader
         status = {"pid": os.getpid(), "socket": str(paths["socket"]), "index_dir": str(locations.index_dir),
                   "data_dir": str(locations.data_dir), "started_at": started, "idle_exit_s": idle_seconds,
                   "requests": served, "generation": generation.name,
                   "revision": current.meta.revision if current is not None else None,
-                  "refreshes": refreshes, "refreshing": refresher.busy()}  # fmt: skip
+                  "refreshes": refreshes, "refreshing": refresher.busy(), "lore": code}  # fmt: skip
         tmp = paths["status"].with_suffix(".tmp")
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
