@@ -110,14 +110,18 @@ def test_claude_code_and_codex_running_this_lore(cli, indexed_store: Path, agent
 def test_every_agent_the_installer_knows_is_checked(cli, indexed_store: Path, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                                                     agent: str) -> None:  # fmt: skip
     as_lore(monkeypatch, THIS)
+    # A project's settings are committed, so they name `lore` on PATH: here, this one.
+    monkeypatch.setenv("PATH", f"{Path(THIS).parent}:/usr/bin:/bin")
     assert cli("hook", "install", "--agent", agent, "--scope", "project").exit_code == 0
     report = orjson.loads(doctor(cli, "--json").stdout)
     assert report["ok"] and report["agent_side"]["problems"] == []
     [found] = report["agent_side"]["agents"]
     assert (found["agent"], found["scope"], found["missing"], found["outdated"]) == (agent, "project", [], [])
-    # A project's settings are committed, so they name `lore` on PATH: here, none is.
-    assert found["programs"] == [{"shown": "lore", "path": shutil.which("lore"), "points_at": "missing"
-                                  if shutil.which("lore") is None else found["programs"][0]["points_at"]}]  # fmt: skip
+    assert found["programs"] == [{"shown": "lore", "path": THIS, "points_at": "this lore"}]
+    # Off PATH, the same files run nothing.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    found = orjson.loads(doctor(cli, "--json").stdout)["agent_side"]["agents"][0]
+    assert found["programs"] == [{"shown": "lore", "path": None, "points_at": "missing"}]
 
 
 def test_missing_hooks_are_named(cli, indexed_store: Path, agent_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
