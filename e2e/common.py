@@ -36,7 +36,7 @@ def check(condition: object, message: str) -> None:
 def lore_command() -> list[str]:
     """The ``lore`` of this interpreter's virtualenv (what `lore hook install` writes into the agent's settings)."""
     script = Path(sys.executable).parent / "lore"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "lore"]
+    return [str(script)] if script.exists() else [sys.executable, "-P", "-m", "lore"]
 
 
 # Gemini CLI needs Node.js 20 or later; Debian 12's apt has 18. Then a pinned Node.js

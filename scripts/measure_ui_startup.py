@@ -43,7 +43,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parents[1] / "data"))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as index:
-        ui = [sys.executable, "-m", "lore", "--data-dir", args.data_dir, "--index-dir", index, "ui"]
+        ui = [sys.executable, "-P", "-m", "lore", "--data-dir", args.data_dir, "--index-dir", index, "ui"]
         floor = [sys.executable, "-c", "pass"]
         time_to_first_line(ui), time_to_exit(floor)  # warm the page cache and bytecode
         ui_times = sorted(time_to_first_line(ui) for _ in range(args.runs))

@@ -668,3 +668,16 @@ def test_opencode_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path: P
         if subcommand == "prompt" and case != "not json":
             assert b"Relevant Memories" not in done.stdout
     assert not (tmp_path / "no-such-data").exists()
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    ({"command": "/v/bin/lore", "args": ["mcp"]}, True),
+    ({"command": "python3", "args": ["-m", "lore", "mcp"]}, True),
+    ({"command": "/v/bin/python", "args": ["-P", "-m", "lore", "mcp"]}, True),
+    ({"command": "python3", "args": ["-m", "lore", "search"]}, False),
+    ({"command": "gh-mcp"}, False),
+])  # fmt: skip
+def test_lore_mcp_entries_are_recognised(entry: dict[str, Any], expected: bool) -> None:
+    from lore.agent.agents import is_lore_mcp
+
+    assert is_lore_mcp(entry) is expected

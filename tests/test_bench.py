@@ -198,3 +198,19 @@ def test_the_whole_process_refresh_figure_first_ends_helpers_serving_its_index(t
     assert started.returncode == 0, started.stderr
     assert stop_helpers_of(locations.index_dir) == 1
     assert stop_helpers_of(locations.index_dir) == 0  # none left
+
+
+def test_a_quick_run_asks_the_memory_sets_the_first_questions_of_each_split() -> None:
+    from lore.bench import sets
+
+    assert SHARED is not None
+    whole = sets.memory(SHARED)
+    quick = sets.all_sets(SHARED, quick=True)["memory"]()
+    assert quick.raws == whole.raws  # the same 8,000 records
+    for split in sets.SPLITS:
+        asked, unasked = list(whole.answerable(split)), list(whole.unanswerable(split))
+        assert list(quick.answerable(split)) == asked[: sets.QUICK_QUESTIONS]
+        share = round(len(unasked) * sets.QUICK_QUESTIONS / len(asked))
+        assert list(quick.unanswerable(split)) == unasked[:share] and share > 0
+        assert quick.judged(split) == {q: whole.qrels[q] for q in asked[: sets.QUICK_QUESTIONS]}
+    assert sets.all_sets(SHARED)["memory"]().questions == whole.questions  # the full bench asks them all

@@ -71,6 +71,7 @@ from lore.agent.install import (
     is_lore_command,
     is_lore_entry,
     lore_command,
+    python_m_lore_args,
     read_settings,
 )
 from lore.errors import DataError, LoreError, UsageError
@@ -356,7 +357,7 @@ def is_lore_argv(argv: object) -> bool:
     head = os.path.basename(argv[0])
     if head in ("lore", "lore.exe"):
         return words[:1] == ["mcp"]
-    return head.startswith("python") and words[:3] == ["-m", "lore", "mcp"]
+    return head.startswith("python") and (python_m_lore_args(words) or [])[:1] == ["mcp"]
 
 
 def is_lore_mcp(entry: object) -> bool:

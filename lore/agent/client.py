@@ -51,6 +51,19 @@ def server_paths(index_dir: Path) -> dict[str, Path]:
             "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
 
 
+def running_lore() -> dict[str, str]:
+    """Which lore this process runs: its version, package directory and interpreter.
+
+    The helper writes it into its status, so ``lore doctor`` can tell a helper that
+    still runs the code of an earlier install (an upgrade does not stop it) from one
+    that runs this lore.
+    """
+    import lore
+
+    return {"version": lore.__version__, "package": os.path.dirname(os.path.abspath(lore.__file__ or "")),
+            "python": sys.executable}  # fmt: skip
+
+
 def _current_index_dir() -> Path:
     from lore.paths import Locations
 
@@ -141,7 +154,9 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     if after_caller:
         env["LORE_SERVER_AFTER_PID"] = str(os.getpid())
         env["LORE_SERVER_SETTLE_MS"] = str(int(max(0.0, settle_s) * 1000))
-    argv = [sys.executable, "-P", "-m", "lore", "server", "run", "--idle", str(idle)]
+    from lore.interpreter import lore_argv
+
+    argv = lore_argv("server", "run", "--idle", str(idle))
     if hasattr(os, "posix_spawn"):
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                    (os.POSIX_SPAWN_OPEN, 1, str(paths["log"]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),

@@ -22,9 +22,10 @@ import socket
 import sys
 import time
 
-from lore.agent.client import AFTER_CALLER_S, DEFAULT_IDLE_S, _alive, server_paths
+from lore.agent.client import AFTER_CALLER_S, DEFAULT_IDLE_S, _alive, running_lore, server_paths
 from lore.agent.log import log_failure
 from lore.agent.prompt import context_for_prompt
+from lore.interpreter import python_argv
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -143,13 +144,15 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     refreshes = 0
     measured_null = False  # the store's null evidence, at the first idle moment (lore/rank/null.py)
 
+    code = running_lore()
+
     def write_status() -> None:
         current = session.reader
         status = {"pid": os.getpid(), "socket": str(paths["socket"]), "index_dir": str(locations.index_dir),
                   "data_dir": str(locations.data_dir), "started_at": started, "idle_exit_s": idle_seconds,
                   "requests": served, "generation": generation.name,
                   "revision": current.meta.revision if current is not None else None,
-                  "refreshes": refreshes, "refreshing": refresher.busy()}  # fmt: skip
+                  "refreshes": refreshes, "refreshing": refresher.busy(), "lore": code}  # fmt: skip
         tmp = paths["status"].with_suffix(".tmp")
         tmp.write_text(json.dumps(status))
         tmp.replace(paths["status"])
@@ -401,7 +404,7 @@ class _Refresher:
         with self.lock:
             if self.stopping:
                 return None
-            self.child = subprocess.Popen([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL,
+            self.child = subprocess.Popen(python_argv("-c", _REFRESH_CHILD), stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, env=env, close_fds=True)  # fmt: skip
         code = self.child.wait()
         with self.lock:
@@ -426,7 +429,7 @@ def _build_in_child(locations: Any) -> None:
 
     env = {**_ONE_CORE, **os.environ, "LORE_DATA_DIR": str(locations.data_dir),
            "LORE_INDEX_DIR": str(locations.index_dir)}  # fmt: skip
-    subprocess.run([sys.executable, "-c", _REFRESH_CHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    subprocess.run(python_argv("-c", _REFRESH_CHILD), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    env=env, close_fds=True, check=False)  # fmt: skip
 
 

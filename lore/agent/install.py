@@ -121,9 +121,17 @@ def is_lore_command(command: object) -> bool:
         return True
     if head in ("lore", "lore.exe"):
         return len(tokens) >= 2 and tokens[1] == "hook"
-    if head.startswith("python") and tokens[1:3] == ["-m", "lore"]:
-        return len(tokens) >= 4 and tokens[3] == "hook"
+    if head.startswith("python"):
+        words = python_m_lore_args(tokens[1:])
+        return words is not None and words[:1] == ["hook"]
     return False
+
+
+def python_m_lore_args(words: list[str]) -> list[str] | None:
+    """The arguments after ``-m lore`` in a ``python`` command line (flags such as ``-P`` may come first); else None."""
+    while words and words[0] != "-m" and re.fullmatch(r"-[A-Za-z]+", words[0]):
+        words = words[1:]
+    return words[2:] if words[:2] == ["-m", "lore"] else None
 
 
 def is_lore_entry(entry: object) -> bool:

@@ -26,7 +26,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from lore.interpreter import lore_argv
 
 Progress = Callable[[str], None]
 HOOK_LINES = 5_000
@@ -96,7 +97,7 @@ def hook_cost(work: Path, progress: Progress = _quiet) -> dict[str, Any]:
         for capture in (False, True):
             session = f"bench-{run}"
             event = json.dumps({"session_id": session, "transcript_path": str(transcript), "hook_event_name": "Stop"})
-            args = [sys.executable, "-m", "lore", "hook", "stop", *(["--capture"] if capture else [])]
+            args = lore_argv("hook", "stop", *(["--capture"] if capture else []))
             started = time.perf_counter()
             done = subprocess.run(args, input=event, capture_output=True, text=True, env=env, timeout=60)
             elapsed = (time.perf_counter() - started) * 1000
@@ -224,7 +225,7 @@ def backfill(work: Path, folder: Path, count: int, progress: Progress = _quiet) 
     for attempt in (1, 2):
         progress(f"capture: lore import claude-code over {count} transcripts (run {attempt})")
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "lore", "import", "claude-code"], capture_output=True, text=True,
+        done = subprocess.run(lore_argv("import", "claude-code"), capture_output=True, text=True,
                               env=env, timeout=3600)  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"lore import claude-code exited {done.returncode}: {done.stderr[-300:]}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lore.bench import corpora
+from lore.interpreter import lore_argv
 
 
 def _locations(data_dir: Path, index_dir: Path) -> Any:
@@ -115,10 +116,9 @@ def incremental(data_dir: Path, index_dir: Path, repeats: int, timestamp: str) -
 
 def _lore_index(env: dict[str, str]) -> tuple[float, str]:
     import subprocess
-    import sys
 
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "lore", "index"], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(lore_argv("index"), env=env, capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"lore index exited {done.returncode}: {done.stderr.strip()[-300:]}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lore.bench import bash_original
+from lore.interpreter import lore_argv
 
 Progress = Callable[[str], None]
 
@@ -35,7 +36,7 @@ def lore_command() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("lore")
-    return [found] if found else [sys.executable, "-m", "lore"]
+    return [found] if found else lore_argv()
 
 
 def compile_bytecode() -> bool:

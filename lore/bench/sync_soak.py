@@ -28,7 +28,6 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import time
 import zlib
 from collections import Counter
@@ -39,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from lore.interpreter import lore_argv
 
 KINDS = ("decision", "pattern", "anti_pattern", "lesson", "handoff", "failure", "observation")
 EPOCH = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -56,7 +57,7 @@ class SoakSettings:
 
 
 def _lore(data_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "lore", "--data-dir", str(data_dir), *args], env=env,
+    return subprocess.run(lore_argv("--data-dir", str(data_dir), *args), env=env,
                           capture_output=True, check=False)  # fmt: skip
 
 
@@ -145,7 +146,7 @@ class _Clone:
                 store.record_audit("retain", record_id, Record(kind, record_id, raw).project, raw)
 
     def sync(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen([sys.executable, "-m", "lore", "--data-dir", str(self.path), "sync", "--json"],
+        return subprocess.Popen(lore_argv("--data-dir", str(self.path), "sync", "--json"),
                                 env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
@@ -316,7 +317,8 @@ def run(work: Path, settings: SoakSettings | None = None, progress: Callable[[st
             "duplicate_ids": len(snapshot.duplicate_ids),
             "renamed": sum(1 for key, record in by_key.items() if minted.get(key, record.id) != record.id),
             "shared_patterns_wrong": wrong_shared, "collision_edges_wrong": wrong_edges,
-            "doctor_ok": bool(doctor_report.get("ok")) and doctor.returncode == 0,
+            # The clone's data: the agent side (hooks, helper, hook log) is this machine's, not the clone's.
+            "doctor_ok": doctor_report.get("problems") == [] and doctor.returncode in (0, 1),
             "doctor_problems": len(doctor_report.get("problems") or []),
             "audit_entries": doctor_report.get("audit_entries"),
         })  # fmt: skip

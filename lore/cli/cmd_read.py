@@ -136,15 +136,20 @@ def doctor(
     ctx: typer.Context,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Check the data dir: malformed lines, duplicate ids, dangling edges, unknown relations, audit chain."""
+    """Check the data dir (malformed lines, duplicate ids, dangling edges, unknown relations, audit chain) and the
+    agent side: which agents run lore's hooks and MCP server, and which lore; the index; the warm helper; the hook log."""
+    from lore.agent.doctor import diagnose_agent_side
     from lore.store.health import diagnose
 
-    store = state(ctx).store()
+    st = state(ctx)
+    store = st.store()
     store.require()
     found = diagnose(store, store.load())
+    side = diagnose_agent_side(st.locations, st.settings)
     if as_json:
-        typer.echo(orjson.dumps({"ok": found.ok, "records": found.records, "audit_entries": found.audit_entries,
-                                 "problems": [p.as_dict() for p in found.problems]}).decode())  # fmt: skip
+        typer.echo(orjson.dumps({"ok": found.ok and side.ok, "records": found.records, "audit_entries": found.audit_entries,
+                                 "problems": [p.as_dict() for p in found.problems],
+                                 "agent_side": side.as_dict()}).decode())  # fmt: skip
     else:
         for p in found.problems:
             typer.echo(f"{p.where}: {p.kind}: {p.message}")
@@ -152,5 +157,11 @@ def doctor(
             typer.echo(f"{len(found.problems)} problem(s) in {store.data_dir}")
         else:
             typer.echo(f"No problems found in {store.data_dir} ({found.records} records, {found.audit_entries} audit entries)")
-    if found.problems:
+        typer.echo("Agent side:")
+        for line in side.lines:
+            typer.echo(f"  {line}")
+        for p in side.problems:
+            typer.echo(f"{p.where}: {p.kind}: {p.message}")
+        typer.echo(f"{len(side.problems)} problem(s) on the agent side" if side.problems else "No problems on the agent side")
+    if found.problems or side.problems:
         raise typer.Exit(1)

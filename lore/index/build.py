@@ -314,10 +314,11 @@ def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) ->
     failure embeds here and leaves the forward index to the caller (None).
     """
     import subprocess
-    import sys
     import tempfile
 
     import numpy as np
+
+    from lore.interpreter import python_argv
 
     with tempfile.TemporaryDirectory(prefix="lore-build-") as tmp:
         work = Path(tmp)
@@ -327,7 +328,7 @@ def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) ->
         # (and BLAS) would take both and slow the Whoosh writer it runs beside.
         single = dict.fromkeys(("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
         env = {**os.environ, **single, "TOKENIZERS_PARALLELISM": "false"}
-        done = subprocess.run([sys.executable, "-m", "lore.index.build_worker", str(work)], capture_output=True,
+        done = subprocess.run(python_argv("-m", "lore.index.build_worker", str(work)), capture_output=True,
                               check=False, env=env)  # fmt: skip
         if done.returncode == 0 and (work / "embedding.json").exists():
             info = orjson.loads((work / "embedding.json").read_bytes())

@@ -46,19 +46,42 @@ def model_spec() -> str:
     return os.environ.get("LORE_EMBED_MODEL") or str(BUNDLED_MODEL_DIR)
 
 
+# The SHA-256 of the bundled model's files (``bundled_model_digest``), the identity every
+# index built with it records. Written here rather than computed: hashing the 18 MB
+# costs ~60 ms, and every search checks the identity. Content, not path or mtime: two
+# copies of one lore (a pip install and the checkout it came from, whose files differ
+# in mtime) embed alike and must not re-embed each other's index. Replacing the model
+# (scripts/distill_model.py --out lore/model) means updating this; a test fails until then.
+BUNDLED_MODEL_SHA256 = "9a02f01450a1dabb4574c6eea77029a199f5de64e7b549d9e5d458fcd04785fc"
+BUNDLED_MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json")
+
+
+def bundled_model_digest(directory: Path = BUNDLED_MODEL_DIR) -> str:
+    """The SHA-256 of the model files in ``directory``, in ``BUNDLED_MODEL_FILES`` order."""
+    digest = hashlib.sha256()
+    for name in BUNDLED_MODEL_FILES:
+        digest.update((directory / name).read_bytes())
+    return digest.hexdigest()
+
+
 def model_identity(spec: str | None = None) -> str:
-    """A stable identity for the model; a change of identity means re-embedding."""
+    """A stable identity for the model; a change of identity means re-embedding.
+
+    The bundled model: its content digest. Another model directory: its path and its
+    files' sizes and mtimes (stat calls only). A hub id: the id.
+    """
     spec = spec or model_spec()
     path = Path(spec).expanduser()
     if path.is_dir():
+        if path.resolve() == BUNDLED_MODEL_DIR.resolve():
+            return f"bundled@{BUNDLED_MODEL_SHA256[:16]}"
         digest = hashlib.sha256()
         for name in ("model.safetensors", "config.json", "tokenizer.json"):
             file = path / name
             if file.exists():
                 stat = file.stat()
                 digest.update(f"{name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
-        label = "bundled" if path.resolve() == BUNDLED_MODEL_DIR.resolve() else str(path.resolve())
-        return f"{label}@{digest.hexdigest()[:16]}"
+        return f"{path.resolve()}@{digest.hexdigest()[:16]}"
     return f"hub:{spec}"
 
 

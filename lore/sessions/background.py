@@ -31,7 +31,9 @@ def spawn_capture(transcript: str, session_id: str | None, *, data_dir: str | No
 
     log = cache_dir() / "capture.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-P", "-m", "lore"]
+    from lore.interpreter import lore_argv
+
+    argv = lore_argv()
     if data_dir:
         argv += ["--data-dir", os.path.abspath(data_dir)]
     if index_dir:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import orjson
 
 from lore.errors import LoreError, UsageError
+from lore.interpreter import lore_argv
 from lore.store.fileio import atomic_write, data_lock
 from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
 from lore.sync import driver
@@ -102,8 +102,12 @@ class SyncReport:
 
 
 def driver_command() -> str:
-    """The command git runs for ``merge=lore``: this interpreter, so it works without lore on PATH."""
-    return f"{shlex.quote(sys.executable)} -m lore merge-driver %O %A %B %P"
+    """The command git runs for ``merge=lore``: this interpreter, so it works without lore on PATH.
+
+    Git runs it at the top of the work tree, which may hold a ``lore/`` package (a data dir kept
+    in lore's own checkout): ``-P`` keeps that off its import path.
+    """
+    return shlex.join(lore_argv("merge-driver")) + " %O %A %B %P"
 
 
 def configure_driver(git: Git) -> None:
