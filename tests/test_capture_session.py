@@ -334,7 +334,11 @@ def test_front_door(initialised: Path, tmp_path: Path) -> None:
 
 
 def test_capture_runs_the_distillation_cycle(initialised: Path, tmp_path: Path) -> None:
-    store = Store(initialised)
+    # The store's clock a day after the transcripts' fixed timestamps: with the real clock this
+    # test failed from 2026-11-27 on, once the failures fell out of the distillation window.
+    from datetime import UTC, datetime
+
+    store = Store(initialised, clock=lambda: datetime(2026, 11, 21, 10, 0, tzinfo=UTC))
     for number in (1, 2):
         path = tmp_path / f"sess-{number}.jsonl"
         t = Transcript(path, session=f"sess-{number}")
