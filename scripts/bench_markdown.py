@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Render a `lore bench --out FILE` JSON as the README's Markdown tables.
+"""Render a `lore bench --out FILE` JSON as the Markdown tables of docs/performance.md.
 
     lore bench --out bench-results.json && python scripts/bench_markdown.py bench-results.json
 """

@@ -1,4 +1,4 @@
-"""The per-question measures and the paired bootstrap behind the README's noise statements."""
+"""The per-question measures and the paired bootstrap behind docs/performance.md's noise statements."""
 
 from __future__ import annotations
 
