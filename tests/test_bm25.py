@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lore import capture
+from lore import analysis, capture
 from lore.capture import WriteOptions
-from lore.index import analysis, bm25
+from lore.index import bm25
 from lore.index.manager import IndexManager
 from lore.paths import Locations
 from lore.store import Store
@@ -271,7 +271,7 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
 
 
 def test_one_edit_away_covers_each_kind_of_typo() -> None:
-    from lore.index.analysis import one_edit_away
+    from lore.analysis import one_edit_away
 
     near = one_edit_away("handl")
     assert {"hanld", "hndl", "handle", "hamdl"} <= near  # transposition, deletion, insertion, substitution

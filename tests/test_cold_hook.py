@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from lore import capture
+from lore.analysis import unique_terms
 from lore.capture import WriteOptions
-from lore.index.analysis import unique_terms
 from lore.index.cold import ColdReader
 from lore.index.manager import IndexManager, IndexReader
 from lore.paths import Locations

@@ -16,9 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lore import capture
+from lore import analysis, capture
 from lore.capture import WriteOptions
-from lore.index import analysis
 from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, fold_title_case, get_embedder
 from lore.index.manager import CURRENT, IndexManager
 from lore.paths import Locations

@@ -77,7 +77,7 @@ def test_appended_records_rank_exactly_as_in_a_full_rebuild(data_dir: Path, tmp_
     assert IndexManager(rebuilt).build(rebuild=True).mode == "full"
     delta_locations = Locations.resolve(data_dir)
     # The channels themselves, row by row: BM25 bit for bit, cosines to float32 precision.
-    from lore.index.analysis import unique_terms
+    from lore.analysis import unique_terms
 
     delta_reader, _ = mgr.open(policy="ignore")
     full_reader, _ = IndexManager(rebuilt).open(policy="ignore")

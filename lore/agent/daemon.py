@@ -114,7 +114,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         if reader.has_vectors:
             session.get_encoder()
             session.get_centroids(reader)
-        from lore.index import analysis
+        from lore import analysis
 
         analysis.terms("warm the stemmer")
     generation = reader.directory

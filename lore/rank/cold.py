@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from lore.index import analysis
+from lore import analysis
 from lore.rank import fusion, intent
 from lore.rank.pipeline import Laps, SearchOptions, SearchResponse, bm25_evidence, finish, fuse, with_text
 from lore.rank.query import quoted_phrases

@@ -1,4 +1,10 @@
-"""Text analysis for BM25: words, code identifiers split into parts, stopwords, Snowball stems.
+"""lore's text analysis: one tokenizer, one stopword list, one stemmer.
+
+Every lexical scorer of lore's own analyses text here: the BM25 channel (built by
+``lore.index.bm25``, read by it and by the hook's numpy-free ``lore.index.cold``,
+which must agree bit for bit) and the write-time duplicate and contradiction
+checks (``lore.curate.similarity``). The textbook BM25 of ``lore bench`` is the
+one exception on purpose: it is a baseline, and shares no code with lore.
 
 Chosen on the dev splits of every `lore bench` set (docs/search.md, "The lexical
 channel"): the short stopword list of the textbook baseline (a longer list
@@ -11,9 +17,10 @@ such as "Postgre"+"SQL" or "UUI"+"Dv" from product names cost the demo set
 The same function analyses documents at build time and queries at search time,
 so the two always agree. It is pure Python plus PyStemmer (a C extension that
 imports in about a millisecond), which keeps whoosh and numpy off the prompt
-hook's path. Analysing the titles and bodies of 10k git commits takes about
-3 s here, against 8 s for Whoosh's filter chain, which is why the BM25 channel
-does not reuse it.
+hook's path; it sits beside ``errors`` and ``settings`` so that every layer may
+use it. Analysing the titles and bodies of 10k git commits takes about 3 s here,
+against 8 s for Whoosh's filter chain, which is why the BM25 channel does not
+reuse it (Whoosh's own analyser only serves its quoted-phrase filter).
 """
 
 from __future__ import annotations
@@ -31,25 +38,11 @@ _SEPARATORS = re.compile(r"[_./\-]+")
 ENGLISH_STOPWORDS = frozenset(
     ["a", "an", "the", "and", "or", "but", "if", "then", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "into", "about", "i", "me", "my", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "it", "its", "they", "them", "their", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "have", "has", "had", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "what", "which", "who", "whom", "whose", "when", "where", "why", "how"]
 )  # fmt: skip
-# Contractions are split at the apostrophe by the tokenizer; their stems must not survive either.
 # Longer tokens are cut to this many characters (at build and query time alike), which
 # bounds the width of the index's sorted term array; nobody types a 48-character word.
 MAX_TERM_CHARS = 48
-_STOP = ENGLISH_STOPWORDS | {
-    "t",
-    "s",
-    "d",
-    "ll",
-    "re",
-    "ve",
-    "m",
-    "don",
-    "doesn",
-    "didn",
-    "isn",
-    "wasn",
-    "aren",
-}
+# Contractions are split at the apostrophe by the tokenizer; their stems must not survive either.
+STOPWORDS = ENGLISH_STOPWORDS | {"t", "s", "d", "ll", "re", "ve", "m", "don", "doesn", "didn", "isn", "wasn", "aren"}
 
 
 @lru_cache(maxsize=1)
@@ -57,6 +50,12 @@ def _stemmer() -> Any:
     import Stemmer  # PyStemmer: Snowball (Porter2) English, in C
 
     return Stemmer.Stemmer("english", 100_000)
+
+
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """The Snowball stem of one lower-cased word (memoised: notes reuse a small vocabulary)."""
+    return str(_stemmer().stemWord(word))
 
 
 def _words(text: str) -> list[str]:
@@ -78,15 +77,20 @@ def _words(text: str) -> list[str]:
     return words
 
 
+def words(text: str) -> list[str]:
+    """The tokenizer's words in order, lower-cased: a compound identifier stays whole (no parts, no stems)."""
+    return [token.lower() for token in _TOKEN.findall(text)]
+
+
 def terms(text: str) -> list[str]:
     """BM25 terms of ``text``, in order, repeats kept (term frequency matters)."""
-    kept = [w for w in _words(text) if len(w) > 1 and w not in _STOP]
+    kept = [w for w in _words(text) if len(w) > 1 and w not in STOPWORDS]
     if not kept:
         return []
     plain = [i for i, w in enumerate(kept) if w[0] != "\x00"]
     stems = _stemmer().stemWords([kept[i] for i in plain])
-    for i, stem in zip(plain, stems, strict=True):
-        kept[i] = stem
+    for i, stemmed in zip(plain, stems, strict=True):
+        kept[i] = stemmed
     # Whole identifiers are kept verbatim (no stemming), minus the marker.
     return [(w[1:] if w[0] == "\x00" else w)[:MAX_TERM_CHARS] for w in kept]
 
