@@ -64,6 +64,15 @@ def test_normalise_and_hash() -> None:
 def test_tokens_stem_and_keep_negations() -> None:
     assert tokens("Caching cached caches") == ["cach", "cach", "cach"]
     assert "not" in tokens("Don't use the cache")
+    # Snowball stems: "ready" and "readiness" meet (the light stemmer before kept them apart).
+    assert tokens("ready readiness") == ["readi", "readi"]
+
+
+def test_whether_or_not_is_no_negation() -> None:
+    # A dev pair of the bench: the same decision, and not a contradiction of it.
+    assert not opposite_advice("Mobile releases ship on a two-week train regardless of feature readiness",
+                               "Whether or not features are ready, the mobile app goes out every two weeks on a fixed train")  # fmt: skip
+    assert opposite_advice("Ship features when they are ready", "Do not ship features when they are ready")
 
 
 def test_jaccard_basics() -> None:

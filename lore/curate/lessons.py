@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -178,10 +177,10 @@ def list_lessons(store: Store, query: str | None = None, *, min_confidence: floa
     rule confidence, then newer, then id. Returns (lesson, relevance) pairs.
     """
     lessons = [r for r in store.load().of_kind("lesson") if r.active and r.confidence >= min_confidence]
-    docs = [_terms(lesson_text(r)) for r in lessons]
+    docs = [tokens(lesson_text(r)) for r in lessons]
     scores = [0.0] * len(lessons)
     if query and query.strip():
-        wanted = _terms(query)
+        wanted = tokens(query)
         if not wanted:
             raise UsageError(f"the query {query!r} has no searchable words")
         stats = Bm25Stats.build(docs)
@@ -197,16 +196,6 @@ def list_lessons(store: Store, query: str | None = None, *, min_confidence: floa
     if limit is not None:
         kept = kept[:limit]
     return [(lessons[i], round(scores[i], 4)) for i in kept]
-
-
-def _terms(text: str) -> list[str]:
-    """Word tokens plus the parts of joined ones (``lock_timeout`` also gives ``lock`` and ``timeout``)."""
-    out: list[str] = []
-    for token in tokens(text):
-        out.append(token)
-        if any(c in token for c in "._-"):
-            out.extend(part for part in re.split(r"[._-]+", token) if part)
-    return out
 
 
 def render_text(record: Record, now: datetime) -> str:
