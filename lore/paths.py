@@ -50,6 +50,13 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
 
 
+def safe_name(value: str) -> str:
+    """``value`` (a session id from an agent) as one file name: other characters become ``_``, 120 at most."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:120] or "_"
+
+
 def require_data_dir(data_dir: Path) -> None:
     """Raise the standard error when the data dir is missing (cheap: no store import)."""
     if not data_dir.is_dir():

@@ -112,8 +112,6 @@ class Settings(NamedTuple):
         capture = text("LORE_CAPTURE")
         auto_accept = text("LORE_AUTO_ACCEPT") or ""
         if auto_accept:
-            from lore.curate.inbox import auto_accept_kinds
-
             auto_accept_kinds(auto_accept)  # a kind that does not exist is an error naming the variable
         return cls(
             data_dir=text("LORE_DATA_DIR"),
@@ -149,6 +147,25 @@ class Settings(NamedTuple):
     @property
     def server_max_rss_bytes(self) -> int:
         return int(self.server_max_rss_mb * 1024 * 1024)
+
+
+def auto_accept_kinds(value: str) -> frozenset[str]:
+    """The kinds a ``LORE_AUTO_ACCEPT`` value names (comma-separated kinds, or ``all``; ``none``/``off``: none)."""
+    from lore.kinds import KINDS, normalise_kind  # only when the variable is set: the hook never pays for it
+
+    kinds: set[str] = set()
+    for part in value.split(","):
+        name = part.strip().lower()
+        if not name or name in ("none", "off"):
+            continue
+        if name == "all":
+            kinds.update(KINDS)
+            continue
+        try:
+            kinds.add(normalise_kind(name))
+        except UsageError as error:
+            raise UsageError(f"LORE_AUTO_ACCEPT: {error.message}", hint=error.hint) from error
+    return frozenset(kinds)
 
 
 def _bad(name: str, value: str, wanted: str) -> UsageError:

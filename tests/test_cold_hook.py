@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from lore import capture
+from lore.agent.prompt import cold_context_for_prompt
 from lore.analysis import unique_terms
 from lore.capture import WriteOptions
 from lore.index.cold import ColdReader
@@ -199,7 +200,7 @@ def test_cold_hook_injects_without_numpy_tokenizers_or_model2vec(demo_copy: Loca
     context = json.loads(str(result["out"]))["hookSpecificOutput"]["additionalContext"]
     assert context.startswith('<lore-memory source="lore" role="reference-data">') and len(context) <= 1500
     # The same block the in-process code gives (what a test can compare without a subprocess).
-    assert context == cold.prompt_context(DEMO_PROMPT, str(Path.cwd()), 1500, demo_copy)
+    assert context == cold_context_for_prompt(DEMO_PROMPT, str(Path.cwd()), 1500, demo_copy)
     full = hook_in_fresh_interpreter(DEMO_PROMPT, {"LORE_HOOK_COLD": "full"})
     assert "numpy" in full["heavy"]  # the measure means something: the full path does load it
     assert hook_in_fresh_interpreter(DEMO_PROMPT, {"LORE_HOOK_COLD": "off"})["out"] == ""
@@ -220,7 +221,7 @@ def test_candidates_are_never_injected(demo_copy: Locations) -> None:
     prompt = DEMO_PROMPT + " zebrafish attempts"
     assert reader.bm25.scores(unique_terms(prompt))[reader.table.row(rid)] > 0  # it would match
     reader.close()
-    block = cold.prompt_context(prompt, None, 1500, demo_copy)
+    block = cold_context_for_prompt(prompt, None, 1500, demo_copy)
     assert block and rid not in block
 
 
@@ -273,7 +274,7 @@ def test_a_damaged_delta_injects_nothing(delta_store: Locations) -> None:
     data[:4] = b"JUNK"  # not a zip any more, same size
     (directory / files["delta_bm25_forward"]).write_bytes(bytes(data))
     with pytest.raises(Exception, match="unreadable"):
-        cold.prompt_context("redis cache eviction incident", None, 1500, delta_store)
+        cold_context_for_prompt("redis cache eviction incident", None, 1500, delta_store)
 
 
 def test_a_young_store_is_answered_by_the_whole_pipeline(indexed: Path) -> None:
@@ -285,7 +286,7 @@ def test_a_young_store_is_answered_by_the_whole_pipeline(indexed: Path) -> None:
     with pytest.raises(cold.Declined):
         cold.lexical_run(reader, prompt, cold.hook_options(None, NOW))
     reader.close()
-    assert cold.prompt_context(prompt, None, 1500, locations) is None
+    assert cold_context_for_prompt(prompt, None, 1500, locations) is None
     result = hook_in_fresh_interpreter(prompt)
     assert "exponential backoff" in json.loads(str(result["out"]))["hookSpecificOutput"]["additionalContext"]
     assert "numpy" in result["heavy"]  # the whole pipeline answered

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from lore import analysis, capture
 from lore.capture import WriteOptions
-from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, fold_title_case, get_embedder
+from lore.embedder import BUNDLED_MODEL_DIR, QueryEncoder, fold_title_case, get_embedder
 from lore.index.manager import CURRENT, IndexManager
 from lore.paths import Locations
 from lore.store import Store

@@ -246,7 +246,7 @@ def test_lore_index_re_embeds_once_the_model_is_back(data_dir: Path, cli, monkey
     assert orjson.loads(cli("index", "status", "--json").stdout)["embeddings"] is False
     assert cli("index").stdout == "Index is up to date (3 records)\n"
     # The very same spec now names a model: that is a change too.
-    from lore.index.embedder import BUNDLED_MODEL_DIR
+    from lore.embedder import BUNDLED_MODEL_DIR
 
     missing.parent.mkdir(parents=True)
     os.symlink(BUNDLED_MODEL_DIR, missing)

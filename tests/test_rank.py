@@ -385,7 +385,7 @@ def test_hyde_template_and_phrases() -> None:
 
 @pytest.fixture(scope="module")
 def centroids() -> dict[str, list[float]]:
-    from lore.index.embedder import get_query_encoder
+    from lore.embedder import get_query_encoder
 
     return intent.compute_centroids(get_query_encoder().encode)
 
@@ -406,7 +406,7 @@ def test_every_intent_has_a_centroid(centroids) -> None:
     ],
 )
 def test_canonical_queries_get_their_intent(centroids, query: str, expected: str) -> None:
-    from lore.index.embedder import get_query_encoder
+    from lore.embedder import get_query_encoder
 
     vector = get_query_encoder().encode([query])[0]
     assert intent.classify(vector, centroids, query).intent == expected

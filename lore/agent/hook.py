@@ -18,7 +18,7 @@ import sys
 import time
 
 from lore.agent.log import log_failure
-from lore.agent.prompt import context_for_prompt
+from lore.agent.prompt import cold_context_for_prompt, context_for_prompt
 from lore.settings import DEFAULT_HOOK_BUDGET, DEFAULT_HOOK_DEADLINE_MS, Settings
 
 # Importing typing costs ~5-25 ms; the hook only needs it for the type checker.
@@ -108,13 +108,9 @@ def is_trivial(prompt: str) -> bool:
 def session_opted_out(session_id: str | None) -> bool:
     if not session_id:
         return False
-    from lore.paths import state_dir
+    from lore.paths import safe_name, state_dir
 
-    return (state_dir() / "hook-off" / _safe_name(session_id)).exists()
-
-
-def _safe_name(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:120] or "_"
+    return (state_dir() / "hook-off" / safe_name(session_id)).exists()
 
 
 def read_event(stream: Any) -> dict[str, Any]:
@@ -136,10 +132,10 @@ def remember_last_prompt(session_id: str | None, prompt: str, handoff: bool) -> 
     if not session_id or not handoff:
         return
     try:
-        from lore.paths import state_dir
+        from lore.paths import safe_name, state_dir
         from lore.scrub import scrub
 
-        path = state_dir() / "sessions" / (_safe_name(session_id) + ".json")
+        path = state_dir() / "sessions" / (safe_name(session_id) + ".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"prompt": scrub(" ".join(prompt.split())[:300]).text, "ts": time.time()}))
     except Exception as exc:
@@ -248,10 +244,8 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if text is None:
             spawn_for = locations  # a helper for the next prompt, once this one is answered
             # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
-            from lore.rank.cold import prompt_context
-
-            text = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold,
-                                  gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+            text = cold_context_for_prompt(prompt, cwd, budget, locations, mode=settings.hook_cold,
+                                           gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
             if text is None:
                 text = _in_process(prompt, cwd, budget, started, deadline, settings, locations)
         if text and len(text) <= budget:
@@ -340,6 +334,6 @@ def start_helper(locations: Any, server: bool | None, settle_s: float = 0.0) -> 
 
 
 def opt_out_path(session_id: str) -> Path:
-    from lore.paths import state_dir
+    from lore.paths import safe_name, state_dir
 
-    return state_dir() / "hook-off" / _safe_name(session_id)
+    return state_dir() / "hook-off" / safe_name(session_id)

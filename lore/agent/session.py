@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from lore.paths import Locations, state_dir
+from lore.paths import Locations, safe_name, state_dir
 from lore.render.fence import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN
 from lore.render.text import age, one_line, shorten, strip_control
 from lore.store import Store
@@ -74,7 +74,6 @@ def record_handoff_stub(locations: Locations, project: str, session_id: str | No
     updates the session's stub (when the last topic changed) instead of adding one.
     """
     from lore import capture
-    from lore.agent.hook import _safe_name
     from lore.capture import WriteOptions
     from lore.errors import LoreError
 
@@ -85,9 +84,9 @@ def record_handoff_stub(locations: Locations, project: str, session_id: str | No
     stub_file = None
     if session_id:
         sessions = state_dir() / "sessions"
-        stub_file = sessions / (_safe_name(session_id) + ".stub.json")
+        stub_file = sessions / (safe_name(session_id) + ".stub.json")
         try:
-            topic = json.loads((sessions / (_safe_name(session_id) + ".json")).read_text())["prompt"]
+            topic = json.loads((sessions / (safe_name(session_id) + ".json")).read_text())["prompt"]
         except (OSError, ValueError, KeyError):
             topic = ""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -179,7 +179,7 @@ def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
 # -- the machine ----------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
     from lore import __version__
-    from lore.index.embedder import model_identity, model_spec
+    from lore.embedder import model_identity, model_spec
 
     model_name = ""
     try:

@@ -163,7 +163,7 @@ def threshold_on_dev(values: list[float], pairs: list[dict[str, Any]]) -> float:
 
 
 def evaluate_pairs(progress: Callable[[str], None] | None = None, *, use_model: bool = True) -> dict[str, Any]:
-    from lore.index.embedder import get_embedder
+    from lore.embedder import get_embedder
 
     pairs = load_pairs()
     embed = get_embedder().encode if use_model else None

@@ -27,12 +27,12 @@ def _locations(data_dir: Path, index_dir: Path) -> Any:
 
 
 def warm_model() -> None:
+    from lore.embedder import get_embedder
     from lore.errors import ModelError
-    from lore.index.embedder import get_embedder
 
     with contextlib.suppress(ModelError):
         get_embedder()
-    from lore.index.embedder import get_query_encoder
+    from lore.embedder import get_query_encoder
 
     with contextlib.suppress(ModelError):
         get_query_encoder()  # what builds and refreshes embed with (its load: ~55 ms, paid by each `lore index` process)

@@ -10,7 +10,7 @@ import typer
 
 from lore.cli.base import app, lazy_module, state
 from lore.errors import UsageError
-from lore.render.records import KIND_LABEL, record_json
+from lore.render.records import KIND_LABEL, record_json, render_lesson
 from lore.render.text import one_line
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ def lesson(
     elif result.existing:
         typer.echo(f"Lesson already exists: {record.id} (same error pattern and scope, rule confidence "
                    f"{record.confidence:.2f}); nothing written")  # fmt: skip
-        typer.echo(lessons_core.render_text(record, datetime.now(UTC)), nl=False)
+        typer.echo(render_lesson(record, datetime.now(UTC)), nl=False)
     elif result.merged_into:
         typer.echo(f"Merged into existing {KIND_LABEL[record.kind]} {record.id}: {record.title}")
     else:
@@ -146,7 +146,7 @@ def lesson_show(
     elif output_format == "json":
         typer.echo(orjson.dumps(record_json(record)).decode())
     else:
-        typer.echo(lessons_core.render_text(record, datetime.now(UTC)), nl=False)
+        typer.echo(render_lesson(record, datetime.now(UTC)), nl=False)
 
 
 @lesson_app.command("distill")

@@ -291,7 +291,7 @@ def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: 
 
 def bundled_embed(notices: list[str]) -> Embed | None:
     """The bundled embedder's ``encode``, or None (with a notice) when the model cannot load."""
-    from lore.index.embedder import get_embedder
+    from lore.embedder import get_embedder
 
     try:
         embedder = get_embedder()

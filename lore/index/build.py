@@ -64,7 +64,7 @@ class BuildReport:
 
 def embed_texts(texts: list[str], progress: Progress = no_progress) -> tuple[np.ndarray | None, str | None, str | None]:
     """(vectors, model identity, model error) — a broken model leaves lexical search working."""
-    from lore.index.embedder import get_query_encoder, model_identity, model_spec
+    from lore.embedder import get_query_encoder, model_identity, model_spec
 
     spec = model_spec()
     try:
@@ -266,7 +266,7 @@ class Builder:
     def meta(self, directory: Path, counts: dict[str, int], names: dict[str, str], revision: int,
               identity: str | None, embeddings: bool, *, built: bool, previous: GenerationMeta | None = None,
               model_error: str | None = None) -> GenerationMeta:  # fmt: skip
-        from lore.index.embedder import model_identity, model_spec
+        from lore.embedder import model_identity, model_spec
 
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest = source_manifest(self.data_dir)

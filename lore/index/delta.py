@@ -240,9 +240,9 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta,
     if meta.embeddings and "vectors" in files:
         import numpy as np
 
+        from lore.embedder import get_query_encoder
         from lore.errors import ModelError
         from lore.index import vectors
-        from lore.index.embedder import get_query_encoder
 
         try:
             encoded = get_query_encoder().encode([embedding_text(r) for r in fresh])

@@ -28,7 +28,7 @@ def source_manifest(data_dir: Path) -> dict[str, list[int]]:
 
 def staleness(meta: GenerationMeta, data_dir: Path) -> str | None:
     """Why the index is out of step with ``data_dir``, or None if it is not."""
-    from lore.index.embedder import model_identity, model_spec
+    from lore.embedder import model_identity, model_spec
 
     if meta.damaged:  # set by a reader that found a file unreadable
         return meta.damaged

@@ -21,7 +21,7 @@ from lore.errors import ModelError
 if TYPE_CHECKING:
     import numpy as np
 
-BUNDLED_MODEL_DIR = Path(__file__).resolve().parent.parent / "model"
+BUNDLED_MODEL_DIR = Path(__file__).resolve().parent / "model"
 
 # A capitalised word followed only by lower-case letters ("Retry", "Use").
 _TITLE_CASE_WORD = re.compile(r"\b([A-Z])([a-z]+)\b")
