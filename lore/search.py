@@ -50,7 +50,7 @@ class SearchSession:
             from lore.embedder import get_query_encoder
 
             try:
-                self.encoder = get_query_encoder()
+                self.encoder = get_query_encoder(self.locations.embed_model)
             except ModelError as error:
                 self.encoder_error = error.message
         return self.encoder

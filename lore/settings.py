@@ -66,6 +66,10 @@ class Settings(NamedTuple):
     capture_llm_budget: int = DEFAULT_CAPTURE_LLM_BUDGET  # LORE_CAPTURE_LLM_BUDGET: tokens per session
     capture_llm_timeout_s: float = DEFAULT_CAPTURE_LLM_TIMEOUT_S  # LORE_CAPTURE_LLM_TIMEOUT (at least 1)
     auto_accept: str = ""  # LORE_AUTO_ACCEPT: comma-separated kinds (or all) stored active, not as candidates
+    # Not lore's, but they place its directories by default (Linux; lore.paths): read here with the rest.
+    xdg_data_home: str | None = None  # XDG_DATA_HOME
+    xdg_cache_home: str | None = None  # XDG_CACHE_HOME
+    xdg_state_home: str | None = None  # XDG_STATE_HOME
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -137,6 +141,9 @@ class Settings(NamedTuple):
             capture_llm_budget=int(number("LORE_CAPTURE_LLM_BUDGET", DEFAULT_CAPTURE_LLM_BUDGET, 0, integer=True)),
             capture_llm_timeout_s=number("LORE_CAPTURE_LLM_TIMEOUT", DEFAULT_CAPTURE_LLM_TIMEOUT_S, 1, integer=False),
             auto_accept=auto_accept,
+            xdg_data_home=text("XDG_DATA_HOME"),
+            xdg_cache_home=text("XDG_CACHE_HOME"),
+            xdg_state_home=text("XDG_STATE_HOME"),
         )  # fmt: skip
 
     @property

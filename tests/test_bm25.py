@@ -15,8 +15,8 @@ from lore import analysis, capture
 from lore.capture import WriteOptions
 from lore.index import bm25
 from lore.index.manager import IndexManager
-from lore.paths import Locations
 from lore.store import Store
+from tests.conftest import resolve_locations
 
 PLAIN = WriteOptions(check_duplicates=False)
 
@@ -188,12 +188,12 @@ def test_incremental_refresh_matches_a_full_rebuild(data_dir: Path, tmp_path: Pa
     store.init()
     ids = [capture.remember(store, f"Decision {i} on {t}", project="p", rationale=f"because of {t} incidents", options=PLAIN).record.id
            for i, t in enumerate(["stripe retries", "postgres pooling", "redis eviction", "kafka lag", "oauth refresh"])]  # fmt: skip
-    incremental = IndexManager(Locations(data_dir, tmp_path / "a"))
+    incremental = IndexManager(resolve_locations(data_dir, tmp_path / "a"))
     incremental.build()
     capture.remember(store, "Adopt pgbouncer for postgres pooling", project="p", options=PLAIN)
     capture.retract(store, ids[0], "obsolete")
     assert incremental.build().mode == "incremental"
-    rebuilt = IndexManager(Locations(data_dir, tmp_path / "b"))
+    rebuilt = IndexManager(resolve_locations(data_dir, tmp_path / "b"))
     rebuilt.build()
     a, _ = incremental.open(policy="ignore")
     b, _ = rebuilt.open(policy="ignore")
@@ -214,7 +214,7 @@ def test_incremental_refresh_keeps_the_graph_file_unless_edges_change(data_dir: 
     store = Store(data_dir, actor="test")
     store.init()
     old = capture.remember(store, "Use Celery for background jobs", project="p", options=PLAIN).record
-    mgr = IndexManager(Locations(data_dir, tmp_path / "a"))
+    mgr = IndexManager(resolve_locations(data_dir, tmp_path / "a"))
     mgr.build()
     graph_file = mgr.read_meta()[1].files["graph"]  # type: ignore[index]
     new = capture.remember(store, "Use Dramatiq for background jobs", project="p", options=PLAIN).record
@@ -224,7 +224,7 @@ def test_incremental_refresh_keeps_the_graph_file_unless_edges_change(data_dir: 
     assert mgr.build().mode == "incremental"
     reader, _ = mgr.open(policy="ignore")
     assert (new.id, old.id, "supersedes") in edge_set(reader)
-    rebuilt = IndexManager(Locations(data_dir, tmp_path / "b"))
+    rebuilt = IndexManager(resolve_locations(data_dir, tmp_path / "b"))
     rebuilt.build()
     assert edge_set(reader) == edge_set(rebuilt.open(policy="ignore")[0])
 
@@ -263,7 +263,7 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
     # RRF: it compresses BM25's lead enough for decay to overturn it (score fusion does not).
     options = SearchOptions(channels=("bm25", "graph"), now=corpora.epoch("2026-11-20T00:00:00Z"),
                             disabled_stages=frozenset({"coverage"}), fusion="rrf")  # fmt: skip
-    response = search(SearchSession(Locations.resolve(data_dir)), "kafka consumer lag partition rebalance", options,
+    response = search(SearchSession(resolve_locations(data_dir)), "kafka consumer lag partition rebalance", options,
                          log_access=False, use_llm=False)  # fmt: skip
     assert response.hits[0].id != "dec-00000001"  # the stages put a fresh record first
     assert response.gap.idf_coverage == pytest.approx(1.0)
@@ -285,7 +285,7 @@ def test_a_typo_of_a_stored_word_is_not_an_unknown_term(data_dir: Path) -> None:
     store = Store(data_dir, actor="test")
     store.init()
     capture.remember(store, "Retry webhooks with exponential backoff", project="p", options=PLAIN)
-    manager = IndexManager(Locations.resolve(data_dir))
+    manager = IndexManager(resolve_locations(data_dir))
     manager.build()
     bm25 = IndexReader(*manager.read_meta()).bm25
     terms = analysis.unique_terms  # query terms are stems: "expnential" -> "expnenti"

@@ -25,6 +25,7 @@ from lore.rank import cold
 from lore.rank.pipeline import run
 from lore.store import Store
 from lore.store.layout import DECISIONS
+from tests.conftest import resolve_locations
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PLAIN = WriteOptions(check_duplicates=False)
@@ -45,7 +46,7 @@ def demo_questions() -> list[str]:
 @pytest.fixture(scope="module")
 def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexReader, ColdReader]]:
     """The bundled demo data, indexed once for the module: the numpy reader and the cold one."""
-    locations = Locations(PROJECT_ROOT / "data", tmp_path_factory.mktemp("demo") / "index")
+    locations = resolve_locations(PROJECT_ROOT / "data", tmp_path_factory.mktemp("demo") / "index")
     manager = IndexManager(locations)
     manager.build()
     found = manager.read_meta()
@@ -66,7 +67,7 @@ def delta_store(data_dir: Path) -> Locations:
     for i in range(40):
         capture.remember(store, f"Decision {i} about {topics[i % 4]}", project="p",
                          rationale=f"Because of incident {i} involving {topics[(i + 1) % 4]}", options=PLAIN)  # fmt: skip
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     manager = IndexManager(locations)
     assert manager.build().mode == "full"
     for i in range(40, 44):
@@ -186,7 +187,7 @@ def hook_in_fresh_interpreter(prompt: str, env: dict[str, str] | None = None) ->
 @pytest.fixture
 def demo_copy(data_dir: Path) -> Locations:
     shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     IndexManager(locations).build()
     return locations
 
@@ -279,7 +280,7 @@ def test_a_damaged_delta_injects_nothing(delta_store: Locations) -> None:
 
 def test_a_young_store_is_answered_by_the_whole_pipeline(indexed: Path) -> None:
     """Fewer than three BM25 candidates: the lexical gap rule cannot judge, so the cold path declines."""
-    locations = Locations.resolve(indexed)
+    locations = resolve_locations(indexed)
     prompt = "add jittered exponential backoff around the payment provider charge call"
     reader = cold.open_reader(locations)
     assert 0 < len(reader.bm25.scores(unique_terms(prompt))) < cold.MIN_CANDIDATES

@@ -173,6 +173,44 @@ def test_no_import_runs_back_up_the_layers() -> None:
     assert arrows_back_up(import_graph()) == []
 
 
+# The environment is read where the work starts (lore.settings.Settings.from_env, by the surfaces), and passed
+# down: no module before the surfaces reads it, but for what is no setting and no module of theirs could be given.
+ENVIRONMENT_READERS = {
+    "lore.settings": "Settings.from_env: the one place",
+    "lore.sync.driver": "LORE_MERGE_NOTES: set by lore sync for the merge driver git starts as a process of its own",
+}
+
+
+def environment_reads(tree: ast.AST) -> list[int]:
+    """Lines that read a variable: ``os.environ.get/pop/setdefault``, ``os.environ[...]``, ``... in os.environ``,
+    ``os.getenv``, ``Settings.from_env()``. Passing the environment on to a child (``{**os.environ, ...}``) is no read."""
+    def environ(node: ast.expr) -> bool:
+        return isinstance(node, ast.Attribute) and node.attr == "environ"
+
+    def reads(node: ast.AST) -> bool:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            return node.func.attr in ("getenv", "from_env") or (node.func.attr in ("get", "pop", "setdefault")
+                                                                 and environ(node.func.value))  # fmt: skip
+        if isinstance(node, ast.Subscript):
+            return environ(node.value)
+        return isinstance(node, ast.Compare) and any(environ(c) for c in node.comparators)
+
+    return [node.lineno for node in ast.walk(tree) if reads(node)]  # type: ignore[attr-defined]
+
+
+def test_only_the_surfaces_read_the_environment() -> None:
+    surfaces = len(LAYERS) - 1
+    assert environment_reads(ast.parse("import os\nos.environ.get('A')\nenv = {**os.environ}\nos.getenv('B')\n"
+                                       "Settings.from_env()")) == [2, 4, 5]  # fmt: skip
+    readers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        layer = layer_of(module)
+        if layer is not None and layer < surfaces and module not in ENVIRONMENT_READERS:
+            readers += [f"{module}:{line}" for line in environment_reads(ast.parse(path.read_text(encoding="utf-8")))]
+    assert readers == []
+
+
 def test_rendering_reads_hits_never_the_index() -> None:
     graph = import_graph()
     assert [f"{module} -> {target}" for module in sorted(graph) if module.startswith("lore.render.") or module == "lore.context"

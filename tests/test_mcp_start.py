@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from lore.agent.mcp_start import Handshake, Handshakes, cache_key, cache_path
+from tests.conftest import resolve_locations, settings
 
 VERSION = "2025-06-18"
 
@@ -105,7 +106,7 @@ def test_an_answer_the_sdk_contradicts_is_replaced_and_reported(tmp_path: Path, 
 def test_the_key_names_the_servers_code_and_the_installed_sdk() -> None:
     assert cache_key() == cache_key()
     assert len(cache_key()) == 40
-    assert cache_path().name == "mcp-handshake.json"
+    assert cache_path(settings()).name == "mcp-handshake.json"
 
 
 # -- the real server on pipes ----------------------------------------------------------------------
@@ -116,7 +117,6 @@ class Wire:
 
     def __init__(self, data_dir: Path, *, gated: bool) -> None:
         from lore.agent.mcp_start import load_sdk, serve_wire
-        from lore.paths import Locations
 
         self.release = threading.Event()
         if not gated:
@@ -128,7 +128,7 @@ class Wire:
         self.loaded = threading.Event()
         self.sdk_replies: list[Any] = []  # ids of the SDK's replies, once lore's handshake has seen them
         self.sdk_replied = threading.Condition()
-        locations = Locations.resolve(data_dir)
+        locations = resolve_locations(data_dir)
         wire = self
 
         class Watched:
@@ -161,7 +161,7 @@ class Wire:
 
         def run() -> None:
             try:
-                serve_wire(client_in, client_out, load)
+                serve_wire(client_in, client_out, load, cache_path(settings()))
             except BaseException as error:  # reported by the test
                 self.errors.append(error)
             finally:
@@ -201,15 +201,14 @@ def remembered(data_dir: Path) -> Handshakes:
     pytest.importorskip("mcp")
     from lore import capture
     from lore.agent.mcp_start import remember_handshakes
-    from lore.paths import Locations
     from lore.store import Store
 
     store = Store(data_dir, actor="test")
     store.init()
     capture.remember(store, "Use PgBouncer in transaction mode for Postgres pooling", project="acme-api")
-    versions = remember_handshakes(Locations.resolve(data_dir))
+    versions = remember_handshakes(resolve_locations(data_dir), settings=settings())
     assert VERSION in versions and "2024-11-05" in versions
-    cache = Handshakes.load()
+    cache = Handshakes.load(cache_path(settings()))
     assert cache.get("initialize", VERSION) is not None and cache.get("tools/list", VERSION) is not None
     return cache
 
@@ -237,14 +236,14 @@ def test_the_handshake_is_answered_before_the_sdk_loads_and_the_sdk_serves_the_r
 
 def test_a_first_start_waits_for_the_sdk_and_remembers_its_answers(data_dir: Path) -> None:
     pytest.importorskip("mcp")
-    assert not cache_path().exists()
+    assert not cache_path(settings()).exists()
     wire = Wire(data_dir, gated=False)
     wire.send(initialize())
     first = wire.reply()
     wire.send(INITIALIZED, tools_list())
     listed = wire.reply()
     assert wire.finish() == b""
-    cache = Handshakes.load()
+    cache = Handshakes.load(cache_path(settings()))
     assert cache.get("initialize", VERSION) == first["result"]
     assert cache.get("tools/list", first["result"]["protocolVersion"]) == listed["result"]
 
@@ -262,7 +261,7 @@ def test_a_stale_answer_is_replaced_by_the_sdks(remembered: Handshakes, data_dir
     wire.wait_sdk_reply(2)
     assert wire.finish() == b""
     assert "the remembered answer to tools/list (protocol 2025-06-18)" in capsys.readouterr().err
-    assert Handshakes.load().get("tools/list", VERSION) == right
+    assert Handshakes.load(cache_path(settings())).get("tools/list", VERSION) == right
 
 
 def test_the_sdk_client_accepts_a_remembered_handshake(remembered: Handshakes) -> None:

@@ -105,12 +105,8 @@ def is_trivial(prompt: str) -> bool:
     return not stripped or stripped.startswith("/") or content_word_count(stripped) < 3
 
 
-def session_opted_out(session_id: str | None) -> bool:
-    if not session_id:
-        return False
-    from lore.paths import safe_name, state_dir
-
-    return (state_dir() / "hook-off" / safe_name(session_id)).exists()
+def session_opted_out(session_id: str | None, settings: Settings) -> bool:
+    return session_id is not None and opt_out_path(session_id, settings).exists()
 
 
 def read_event(stream: Any) -> dict[str, Any]:
@@ -127,15 +123,15 @@ def read_event(stream: Any) -> dict[str, Any]:
     return event
 
 
-def remember_last_prompt(session_id: str | None, prompt: str, handoff: bool) -> None:
+def remember_last_prompt(session_id: str | None, prompt: str, settings: Settings) -> None:
     """Keep the session's last prompt (scrubbed, short) for an optional handoff stub (``LORE_HOOK_HANDOFF=on``)."""
-    if not session_id or not handoff:
+    if not session_id or not settings.hook_handoff:
         return
     try:
         from lore.paths import safe_name, state_dir
         from lore.scrub import scrub
 
-        path = state_dir() / "sessions" / (safe_name(session_id) + ".json")
+        path = state_dir(settings) / "sessions" / (safe_name(session_id) + ".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"prompt": scrub(" ".join(prompt.split())[:300]).text, "ts": time.time()}))
     except Exception as exc:
@@ -149,7 +145,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     from lore.paths import Locations
     from lore.search import SearchSession
 
-    locations = locations or Locations.resolve()
+    locations = locations or Locations.resolve(None, None, settings)
     if not locations.data_dir.is_dir():
         raise FileNotFoundError(f"data dir {locations.data_dir} does not exist")
     # Checked here rather than left to SearchSession.open, which would build a
@@ -226,9 +222,9 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         prompt = user_prompt(prompt)
         session_id = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         cwd = event_cwd(event)
-        if session_opted_out(session_id):
+        if session_opted_out(session_id, settings):
             return 0
-        remember_last_prompt(session_id, prompt, settings.hook_handoff)
+        remember_last_prompt(session_id, prompt, settings)
         if is_trivial(prompt):
             return 0
         budget = settings.hook_budget
@@ -237,10 +233,10 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         from lore.agent.client import ask_server
         from lore.paths import Locations
 
-        locations = Locations.resolve()
+        locations = Locations.resolve(None, None, settings)
         # The resolved data dir: a helper serving another data dir (same index dir) declines.
         text = ask_server({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget, "gap_line": settings.hook_gap == "line",
-                           "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
+                           "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir, settings)  # fmt: skip
         if text is None:
             spawn_for = locations  # a helper for the next prompt, once this one is answered
             # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
@@ -257,7 +253,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         log_failure(type(exc).__name__, str(exc))
     if spawn_for is not None:
         # Last, after the answer is out: the new interpreter's start-up shares no CPU with this prompt.
-        start_helper(spawn_for, settings.server)
+        start_helper(spawn_for, settings)
     return 0
 
 
@@ -275,7 +271,7 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
     agent = agent_argument(args)
     text = ""
     spawn_for: Any = None
-    server: bool | None = None
+    settings: Settings | None = None
     try:
         event = read_event(stdin)
         settings = Settings.from_env()  # a bad value is logged below and the session starts without context
@@ -283,11 +279,10 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
             return 0
         from lore.paths import Locations
 
-        locations = spawn_for = locations or Locations.resolve()
-        server = settings.server
+        locations = spawn_for = locations or Locations.resolve(None, None, settings)
         budget = settings.hook_budget
         note = CURSOR_NOTE if agent == "cursor" and len(CURSOR_NOTE) < budget else ""
-        text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
+        text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget, settings)
         text = "\n".join(part for part in (note, text) if part)
     except BaseException as exc:  # the session must start whatever happens
         if not isinstance(exc, KeyboardInterrupt):
@@ -298,23 +293,23 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
         elif text:
             stdout.write(hook_output("SessionStart", text) + "\n")
         stdout.flush()
-    if spawn_for is not None:
+    if spawn_for is not None and settings is not None:
         from lore.agent.client import SESSION_SETTLE_S
 
-        start_helper(spawn_for, server, SESSION_SETTLE_S)
+        start_helper(spawn_for, settings, SESSION_SETTLE_S)
     return 0
 
 
 SESSION_ASK_S = 0.5
 
 
-def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
+def session_text(locations: Any, project: str | None, cwd: str | None, budget: int, settings: Settings) -> str:
     """The session-start block: from a running helper when there is one (no store imports), else in process."""
     from lore.agent.client import ask_server
 
     asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
                         "data_dir": str(locations.data_dir.resolve())},
-                       time.monotonic() + SESSION_ASK_S, locations.index_dir)  # fmt: skip
+                       time.monotonic() + SESSION_ASK_S, locations.index_dir, settings)  # fmt: skip
     if asked is not None:
         return asked
     from lore.agent.session import session_start_text
@@ -323,17 +318,17 @@ def session_text(locations: Any, project: str | None, cwd: str | None, budget: i
     return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
 
 
-def start_helper(locations: Any, server: bool | None, settle_s: float = 0.0) -> None:
+def start_helper(locations: Any, settings: Settings, settle_s: float = 0.0) -> None:
     """Start the warm helper in the background when none runs (``lore.agent.client.ensure_started``); never raises."""
     try:
         from lore.agent.client import ensure_started
 
-        ensure_started(locations.index_dir, locations.data_dir, settle_s, server=server)
+        ensure_started(locations.index_dir, locations.data_dir, settings, settle_s)
     except Exception as exc:
         log_failure("server-start", repr(exc))
 
 
-def opt_out_path(session_id: str) -> Path:
+def opt_out_path(session_id: str, settings: Settings) -> Path:
     from lore.paths import safe_name, state_dir
 
-    return state_dir() / "hook-off" / safe_name(session_id)
+    return state_dir(settings) / "hook-off" / safe_name(session_id)

@@ -289,12 +289,13 @@ def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: 
 # -- the write path ----------------------------------------------------------------
 
 
-def bundled_embed(notices: list[str]) -> Embed | None:
-    """The bundled embedder's ``encode``, or None (with a notice) when the model cannot load."""
+def model_embed(notices: list[str], model: str | None) -> Embed | None:
+    """The embedder's ``encode`` for ``model`` (``Settings.embed_model``; None: the bundled one), or None
+    (with a notice) when the model cannot load."""
     from lore.embedder import get_embedder
 
     try:
-        embedder = get_embedder()
+        embedder = get_embedder(model)
     except ModelError as exc:
         notices.append(f"semantic duplicate check skipped: {exc.message}")
         return None
@@ -306,12 +307,14 @@ def _describe(match: Match) -> str:
 
 
 def check_before_write(
-    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool, snapshot: Snapshot | None = None
+    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool, snapshot: Snapshot | None = None,
+    model: str | None = None,
 ) -> DedupOutcome:
     """Refuse, merge or annotate a write that duplicates or contradicts an existing record.
 
     ``snapshot``: the records to check against when the caller keeps them current (a batched
-    import); by default the store is loaded.
+    import); by default the store is loaded. ``model``: the embedding model
+    (``Settings.embed_model``; None: the bundled one).
     """
     outcome = DedupOutcome()
     if snapshot is None:
@@ -320,7 +323,7 @@ def check_before_write(
     candidates = snapshot.of_kind(*group)
     if not candidates:
         return outcome
-    embed = bundled_embed(outcome.notices)
+    embed = model_embed(outcome.notices, model)
     duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
     outcome.contradictions = contradictions
     for match in contradictions:

@@ -82,7 +82,7 @@ NORMAL_CONFIDENCE = {
 }  # fmt: skip
 
 
-def auto_accept_kinds(value: str | None = None) -> frozenset[str]:
+def auto_accept_kinds(value: str) -> frozenset[str]:
     """The kinds ``LORE_AUTO_ACCEPT`` stores active directly (comma-separated kinds, or ``all``).
 
     Capture consults ``capture_status(kind)`` for every record it is about to store: an
@@ -91,12 +91,10 @@ def auto_accept_kinds(value: str | None = None) -> frozenset[str]:
     """
     from lore import settings
 
-    if value is None:
-        value = settings.Settings.from_env().auto_accept
     return settings.auto_accept_kinds(value)
 
 
-def capture_status(kind: str, value: str | None = None) -> str:
+def capture_status(kind: str, value: str) -> str:
     """``active`` when ``kind`` is auto-accepted (``LORE_AUTO_ACCEPT``), else ``candidate``."""
     return "active" if kind in auto_accept_kinds(value) else "candidate"
 

@@ -215,7 +215,7 @@ class Store:
         """``create_missing``: the first write scaffolds a missing data dir (the default dir on a
         fresh machine); an explicitly named one that does not exist stays an error."""
         self.data_dir = Path(data_dir)
-        self.actor = actor or audit.actor_from_env()
+        self.actor = actor or audit.default_actor()  # the surfaces pass LORE_ACTOR (Settings.actor) when set
         self.clock = clock
         self.create_missing = create_missing
 

@@ -356,7 +356,7 @@ def _read_notes(path: Path) -> list[dict[str, Any]]:
     return notes
 
 
-def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: str, theirs: str) -> int:
+def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: str, theirs: str, actor: str) -> int:
     """The renamed duplicate takes the edges its own clone gave it; edges both clones drew are copied."""
     from lore.store import Store
     from lore.store.records import Record
@@ -386,7 +386,7 @@ def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: 
     mine, others = edges_touching(side_rev), edges_touching(other_rev)
     if not mine:
         return 0
-    store = Store(data_dir)
+    store = Store(data_dir, actor=actor)
     snapshot = store.load()
     renamed = snapshot.records.get(new)
     if renamed is None:
@@ -459,7 +459,7 @@ def _apply_notes(git: Git, data_dir: Path, notes: list[dict[str, Any]], actor: s
             record = note.get("record") or {}
             edges = 0
             if ours and theirs:
-                edges = _move_renamed_edges(git, data_dir, note, ours, theirs)
+                edges = _move_renamed_edges(git, data_dir, note, ours, theirs, actor)
                 side = ours if note.get("side") == "ours" else theirs
                 other = theirs if side == ours else ours
                 if side not in side_ids:
@@ -561,7 +561,7 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
     label = f"{chosen}/{target}"
     if dry_run:
         return _dry_run(git, data_dir, chosen, target, actor, report)
-    Store(data_dir).init(git=True)  # the attributes that route record files to the driver, the ignores
+    Store(data_dir, actor=actor).init(git=True)  # the attributes that route record files to the driver, the ignores
     configure_driver(git)
     _exclude_index(git, data_dir, index_dir)
     with data_lock(data_dir):
