@@ -359,8 +359,8 @@ def _read_notes(path: Path) -> list[dict[str, Any]]:
 def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: str, theirs: str, actor: str) -> int:
     """The renamed duplicate takes the edges its own clone gave it; edges both clones drew are copied."""
     from lore.store import Store
+    from lore.store.graphfile import ensure_node, node_record_ids
     from lore.store.records import Record
-    from lore.store.store import _ensure_node, _node_record_ids
     from lore.sync.merge import edge_key
 
     old, new = str(rename["old_id"]), str(rename["new_id"])
@@ -374,7 +374,7 @@ def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: 
             return set()
         if not isinstance(document, dict):
             return set()
-        ids = _node_record_ids(document.get("nodes"))
+        ids = node_record_ids(document.get("nodes"))
         found = set()
         for edge in document.get("edges") or []:
             if isinstance(edge, dict):
@@ -395,7 +395,7 @@ def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: 
 
     def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
         keys = {key: rid for rid, key in nodes.items()}
-        new_node = _ensure_node(document, nodes, Record(renamed.kind, renamed.id, renamed.raw), store.now_iso())
+        new_node = ensure_node(document, nodes, Record(renamed.kind, renamed.id, renamed.raw), store.now_iso())
         old_node = nodes.get(old)
         existing = {edge_key(e) for e in document.get("edges", [])}
         copies = []
