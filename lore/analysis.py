@@ -32,6 +32,7 @@ from typing import Any
 # Runs of word characters joined by the punctuation of code: dotted names, paths,
 # kebab-case and version numbers stay one token (and are split into parts below).
 _TOKEN = re.compile(r"[^\W_]+(?:[_./\-]+[^\W_]+)*")
+_ASCII_TOKEN = re.compile(r"[a-zA-Z0-9]+(?:[_./\-]+[a-zA-Z0-9]+)*")  # _TOKEN on ASCII text
 _SEPARATORS = re.compile(r"[_./\-]+")
 # Articles, pronouns, auxiliaries, wh-words and the commonest prepositions and
 # conjunctions: the list of the textbook baseline (lore/bench/textbook.py).
@@ -52,29 +53,20 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english", 100_000)
 
 
-@lru_cache(maxsize=1 << 16)
+# Stems already computed: analysing a text is mostly looking its words up here. Bounded (a
+# build sees every word of the store once): cleared when full, which costs a refill at most.
+_STEMS: dict[str, str] = {}
+_STEMS_MAX = 200_000
+
+
 def stem(word: str) -> str:
-    """The Snowball stem of one lower-cased word (memoised: notes reuse a small vocabulary)."""
-    return str(_stemmer().stemWord(word))
-
-
-def _words(text: str) -> list[str]:
-    """Lower-cased words, with each compound identifier (joined by ``_./-``) followed by its parts."""
-    words: list[str] = []
-    append = words.append
-    for token in _TOKEN.findall(text):
-        if token.isalnum():  # fast path (most tokens): no punctuation to split at
-            append(token.lower())
-            continue
-        parts = [p for p in _SEPARATORS.split(token) if p]
-        if len(parts) > 1:
-            # The whole identifier matches exactly (``builtin/fetch.c``, ``snake_case``);
-            # its parts match the words people actually type.
-            append("\x00" + token.lower())
-            words.extend(p.lower() for p in parts)
-        else:
-            append(token.lower())
-    return words
+    """The Snowball stem of one lower-cased word, cut to ``MAX_TERM_CHARS`` (memoised)."""
+    found = _STEMS.get(word)
+    if found is None:
+        if len(_STEMS) >= _STEMS_MAX:
+            _STEMS.clear()
+        found = _STEMS[word] = _stemmer().stemWord(word)[:MAX_TERM_CHARS]
+    return found
 
 
 def words(text: str) -> list[str]:
@@ -83,16 +75,36 @@ def words(text: str) -> list[str]:
 
 
 def terms(text: str) -> list[str]:
-    """BM25 terms of ``text``, in order, repeats kept (term frequency matters)."""
-    kept = [w for w in _words(text) if len(w) > 1 and w not in STOPWORDS]
-    if not kept:
-        return []
-    plain = [i for i, w in enumerate(kept) if w[0] != "\x00"]
-    stems = _stemmer().stemWords([kept[i] for i in plain])
-    for i, stemmed in zip(plain, stems, strict=True):
-        kept[i] = stemmed
-    # Whole identifiers are kept verbatim (no stemming), minus the marker.
-    return [(w[1:] if w[0] == "\x00" else w)[:MAX_TERM_CHARS] for w in kept]
+    """BM25 terms of ``text``, in order, repeats kept (term frequency matters).
+
+    Each word lower-cased; a compound identifier (joined by ``_./-``) kept whole and
+    verbatim, then followed by its parts, which people actually type; words of one
+    character and stopwords dropped; the rest stemmed. One pass with the stems memoised:
+    twice as fast as stemming each text's words as a batch (30k git commits here).
+    """
+    get, stopwords = _STEMS.get, STOPWORDS
+    if text.isascii():
+        # The same tokens, lower-cased at once: in ASCII, [^\W_] is [a-zA-Z0-9] (a regex half as
+        # slow as Unicode's class) and lower-casing changes no character's class.
+        found = _ASCII_TOKEN.findall(text.lower())
+        lowered = found
+    else:
+        found = _TOKEN.findall(text)
+        lowered = [token.lower() for token in found]
+    if all(map(str.isalnum, found)):  # no compound identifier (most texts): one comprehension
+        return [get(word) or stem(word) for word in lowered if len(word) > 1 and word not in stopwords]
+    out: list[str] = []
+    append = out.append
+    for token, word in zip(found, lowered, strict=True):
+        if token.isalnum():  # most tokens: no punctuation to split at
+            if len(word) > 1 and word not in stopwords:
+                append(get(word) or stem(word))
+            continue
+        append(word[:MAX_TERM_CHARS])  # the whole identifier (``builtin/fetch.c``, ``snake_case``)
+        for part in _SEPARATORS.split(word):
+            if len(part) > 1 and part not in stopwords:
+                append(get(part) or stem(part))
+    return out
 
 
 def unique_terms(text: str) -> list[str]:

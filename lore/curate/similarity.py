@@ -72,8 +72,13 @@ def tokens(text: str) -> list[str]:
     text = text or ""
     if not text.isascii():  # NFKC leaves ASCII unchanged
         text = unicodedata.normalize("NFKC", text)
-    # The contraction rules all need an apostrophe; without one, expanding is just case-folding.
-    return analysis.terms(_expand_contractions(text) if "'" in text or "\u2019" in text else text.casefold())
+    # The contraction rules all need an apostrophe; without one, expanding is just case-folding,
+    # which on ASCII is the lower-casing analysis.terms does anyway.
+    if "'" in text or "\u2019" in text:
+        text = _expand_contractions(text)
+    elif not text.isascii():
+        text = text.casefold()
+    return analysis.terms(text)
 
 
 def word_set(text: str) -> frozenset[str]:
