@@ -61,6 +61,21 @@ def test_analysis_of_text_joined_by_a_space_is_the_concatenation(left: str, righ
     assert analysis.terms(left + " " + right) == analysis.terms(left) + analysis.terms(right)
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=120))
+def test_ascii_text_is_analysed_as_the_unicode_path_analyses_it(text: str) -> None:
+    # terms() reads ASCII text with an ASCII regex over the text lower-cased at once; a non-ASCII
+    # word of one letter (dropped: too short) sends the same text through the Unicode path.
+    assert analysis.terms(text + " é") == analysis.terms(text)
+
+
+def test_terms_are_those_of_the_batch_stemmed_analysis() -> None:
+    # Pinned from the implementation before the one-pass rewrite (same output over 97k texts).
+    assert analysis.terms("İstanbul ŞEHİR straße") == ["i\u0307stanbul", "şehi\u0307r", "straße"]
+    assert analysis.terms("ＡＢＣ１２３ ﬁle-name") == ["ａｂｃ１２３", "ﬁle-name", "ﬁle", "name"]
+    assert analysis.terms("lock_timeout v2.1.0 builtin/fetch.c") == [
+        "lock_timeout", "lock", "timeout", "v2.1.0", "v2", "builtin/fetch.c", "builtin", "fetch"]  # fmt: skip
+
+
 @given(st.text(max_size=120))
 def test_terms_are_non_empty_lowercase_and_without_spaces(text: str) -> None:
     for term in analysis.terms(text):
