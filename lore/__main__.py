@@ -83,7 +83,7 @@ def _serve_mcp() -> None:
     except LoreError:
         return
     try:
-        serve(Locations.resolve(), settings=settings)
+        serve(Locations.resolve(None, None, settings), settings=settings)
     except LoreError as error:  # the SDK failed to load: the CLI's one exit point reports it
         from lore.cli.base import report_error
 

@@ -113,7 +113,7 @@ class Lore:
         if self._locations is None:
             from lore.paths import Locations
 
-            self._locations = Locations.resolve(self._data_dir, self._index_dir)
+            self._locations = Locations.resolve(self._data_dir, self._index_dir, self.settings)
         return self._locations
 
     @property
@@ -183,7 +183,8 @@ class Lore:
             raise UsageError("force and merge exclude each other")
         _check_fields(writer, fields, kind, _WRITE_OPTIONS)
         options = capture.WriteOptions(redact=redact, force=force, merge=merge,
-                                       check_duplicates=kind in ("decision", "pattern", "anti_pattern"))  # fmt: skip
+                                       check_duplicates=kind in ("decision", "pattern", "anti_pattern"),
+                                       embed_model=self.settings.embed_model)  # fmt: skip
         result = writer(self.store, project=self.project, options=options, **fields)
         _warn(result.notices, result.record.id)
         return result.record

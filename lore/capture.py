@@ -84,6 +84,7 @@ class WriteOptions:
     force: bool = False
     merge: bool = False
     check_duplicates: bool = True
+    embed_model: str | None = None  # the duplicate check's model: Settings.embed_model (None: the bundled one)
 
 
 def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubber, options: WriteOptions,
@@ -94,7 +95,7 @@ def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubbe
     if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
         from lore.curate.dedup import check_before_write
 
-        outcome = check_before_write(store, kind, raw, force=options.force, merge=options.merge)
+        outcome = check_before_write(store, kind, raw, force=options.force, merge=options.merge, model=options.embed_model)
         if outcome.merged is not None:
             return WriteResult(record=outcome.merged, redactions=scrubber.kinds, merged_into=outcome.merged.id,
                                created=False, notices=outcome.notices)  # fmt: skip

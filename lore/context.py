@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from lore.index import analysis
+from lore import analysis
 from lore.rank import inject
 from lore.rank.fusion import RELEVANCE_SHARPNESS
 from lore.rank.pipeline import SearchResponse

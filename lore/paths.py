@@ -1,10 +1,39 @@
-"""Where lore keeps things: the data dir (truth), the index dir and the cache dir (derived)."""
+"""Where lore keeps things: the data dir (truth), the index dir and the cache dir (derived), the state dir.
+
+Every directory comes from the settings the caller passes (``Settings.from_env()``, read
+once by the surface): nothing here reads the environment.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+
+# Not `from typing import ...`: typing costs ~3 ms, and the warm `lore search` client imports this module.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Directories(Protocol):
+        """The settings that place lore's directories: ``lore.settings.Settings`` has them all."""
+
+        @property
+        def data_dir(self) -> str | None: ...
+        @property
+        def index_dir(self) -> str | None: ...
+        @property
+        def cache_dir(self) -> str | None: ...
+        @property
+        def state_dir(self) -> str | None: ...
+        @property
+        def xdg_data_home(self) -> str | None: ...
+        @property
+        def xdg_cache_home(self) -> str | None: ...
+        @property
+        def xdg_state_home(self) -> str | None: ...
+        @property
+        def embed_model(self) -> str | None: ...
 
 try:  # the same SHA-1 without hashlib, whose OpenSSL binding cost the hook ~3 ms to import
     from _sha1 import sha1
@@ -14,40 +43,32 @@ except ImportError:  # pragma: no cover - a Python built without its own SHA-1
 APP_NAME = "lore"
 
 
-def _platform_data_dir() -> Path:
-    # ~/.local/share/lore on Linux: the original bash Lore's default.
+def _user_dir(configured: str | None, xdg_home: str | None, xdg_default: tuple[str, ...], platform: str) -> Path:
+    """A per-user directory: lore's own variable, else the XDG one (Linux), else the platform's (platformdirs)."""
+    if configured:
+        return Path(configured).expanduser()
     if sys.platform.startswith("linux"):
-        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-        return Path(base) / APP_NAME
+        return Path(xdg_home or os.path.join(os.path.expanduser("~"), *xdg_default)) / APP_NAME
     import platformdirs
 
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    return Path(getattr(platformdirs, platform)(APP_NAME, appauthor=False))
 
 
-def cache_dir() -> Path:
-    """Per-user cache dir (indexes, hook log, helper sockets)."""
-    env = os.environ.get("LORE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform.startswith("linux"):
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        return Path(base) / APP_NAME
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+def cache_dir(settings: Directories) -> Path:
+    """Per-user cache dir (indexes, hook log, helper sockets): ``LORE_CACHE_DIR``, else ``~/.cache/lore``."""
+    return _user_dir(settings.cache_dir, settings.xdg_cache_home, (".cache",), "user_cache_dir")
 
 
-def state_dir() -> Path:
-    """Per-user state dir (access history for reinforcement, hook opt-outs)."""
-    env = os.environ.get("LORE_STATE_DIR")
-    if env:
-        return Path(env).expanduser()
-    if sys.platform.startswith("linux"):
-        base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-        return Path(base) / APP_NAME
-    import platformdirs
+def state_dir(settings: Directories) -> Path:
+    """Per-user state dir (access history for reinforcement, hook opt-outs): ``LORE_STATE_DIR``, else ``~/.local/state/lore``."""
+    return _user_dir(settings.state_dir, settings.xdg_state_home, (".local", "state"), "user_state_dir")
 
-    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+
+def safe_name(value: str) -> str:
+    """``value`` (a session id from an agent) as one file name: other characters become ``_``, 120 at most."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:120] or "_"
 
 
 def require_data_dir(data_dir: Path) -> None:
@@ -64,48 +85,60 @@ def require_data_dir(data_dir: Path) -> None:
         )
 
 
-def resolve_data_dir(option: str | Path | None = None) -> Path:
-    """``--data-dir``, else ``LORE_DATA_DIR``, else the platform data dir."""
-    raw = option or os.environ.get("LORE_DATA_DIR")
-    path = Path(raw).expanduser() if raw else _platform_data_dir()
+def resolve_data_dir(option: str | Path | None, settings: Directories) -> Path:
+    """``--data-dir``, else ``LORE_DATA_DIR``, else the platform data dir (``~/.local/share/lore``: the bash Lore's)."""
+    raw = option or settings.data_dir
+    path = Path(raw).expanduser() if raw else _user_dir(None, settings.xdg_data_home, (".local", "share"), "user_data_dir")
     return path.absolute()
 
 
-def resolve_index_dir(data_dir: Path, option: str | Path | None = None) -> Path:
+def resolve_index_dir(data_dir: Path, option: str | Path | None, settings: Directories) -> Path:
     """``--index-dir``, else ``LORE_INDEX_DIR``, else a per-data-dir folder in the cache dir."""
-    raw = option or os.environ.get("LORE_INDEX_DIR")
+    raw = option or settings.index_dir
     if raw:
         return Path(raw).expanduser().absolute()
     digest = sha1(str(data_dir.resolve()).encode()).hexdigest()[:12]
-    return cache_dir() / "indexes" / f"{data_dir.name or 'root'}-{digest}"
+    return cache_dir(settings) / "indexes" / f"{data_dir.name or 'root'}-{digest}"
 
 
 class Locations:
-    """Resolved data and index dirs (a plain class: dataclasses would cost the hook ~10 ms)."""
+    """A data dir and what is derived from it: its index dir, the model its index embeds with, the state dir.
 
-    __slots__ = ("data_dir", "index_dir")
+    A plain class: dataclasses would cost the hook ~10 ms. ``embed_model`` is
+    ``Settings.embed_model`` (None: the bundled model), carried here so that what builds,
+    refreshes and reads an index gets it with the index dir.
+    """
 
-    def __init__(self, data_dir: Path, index_dir: Path) -> None:
+    __slots__ = ("data_dir", "embed_model", "index_dir", "state_dir")
+
+    def __init__(self, data_dir: Path, index_dir: Path, state_dir: Path, embed_model: str | None = None) -> None:
         self.data_dir = data_dir
         self.index_dir = index_dir
+        self.state_dir = state_dir
+        self.embed_model = embed_model
+
+    def _key(self) -> tuple[Path, Path, Path, str | None]:
+        return self.data_dir, self.index_dir, self.state_dir, self.embed_model
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Locations) and (self.data_dir, self.index_dir) == (other.data_dir, other.index_dir)
+        return isinstance(other, Locations) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self.data_dir, self.index_dir))
+        return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"Locations(data_dir={self.data_dir!r}, index_dir={self.index_dir!r})"
+        return (f"Locations(data_dir={self.data_dir!r}, index_dir={self.index_dir!r}, state_dir={self.state_dir!r}, "
+                f"embed_model={self.embed_model!r})")  # fmt: skip
 
     @classmethod
-    def resolve(cls, data_dir: str | Path | None = None, index_dir: str | Path | None = None) -> Locations:
-        data = resolve_data_dir(data_dir)
-        return cls(data_dir=data, index_dir=resolve_index_dir(data, index_dir))
+    def resolve(cls, data_dir: str | Path | None, index_dir: str | Path | None, settings: Directories) -> Locations:
+        """The options given (``--data-dir``, ``--index-dir``), else the settings', else the defaults."""
+        data = resolve_data_dir(data_dir, settings)
+        return cls(data, resolve_index_dir(data, index_dir, settings), state_dir(settings), settings.embed_model)
 
     @property
     def access_log(self) -> Path:
         # Reinforcement history is neither source of truth (it would churn git diffs)
         # nor disposable index (a rebuild must not forget it): it lives in the state dir.
         digest = sha1(str(self.data_dir.resolve()).encode()).hexdigest()[:12]
-        return state_dir() / "access" / f"{self.data_dir.name or 'root'}-{digest}.jsonl"
+        return self.state_dir / "access" / f"{self.data_dir.name or 'root'}-{digest}.jsonl"

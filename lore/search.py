@@ -47,10 +47,10 @@ class SearchSession:
 
     def get_encoder(self) -> Any:
         if self.encoder is None and self.encoder_error is None:
-            from lore.index.embedder import get_query_encoder
+            from lore.embedder import get_query_encoder
 
             try:
-                self.encoder = get_query_encoder()
+                self.encoder = get_query_encoder(self.locations.embed_model)
             except ModelError as error:
                 self.encoder_error = error.message
         return self.encoder

@@ -66,6 +66,10 @@ class Settings(NamedTuple):
     capture_llm_budget: int = DEFAULT_CAPTURE_LLM_BUDGET  # LORE_CAPTURE_LLM_BUDGET: tokens per session
     capture_llm_timeout_s: float = DEFAULT_CAPTURE_LLM_TIMEOUT_S  # LORE_CAPTURE_LLM_TIMEOUT (at least 1)
     auto_accept: str = ""  # LORE_AUTO_ACCEPT: comma-separated kinds (or all) stored active, not as candidates
+    # Not lore's, but they place its directories by default (Linux; lore.paths): read here with the rest.
+    xdg_data_home: str | None = None  # XDG_DATA_HOME
+    xdg_cache_home: str | None = None  # XDG_CACHE_HOME
+    xdg_state_home: str | None = None  # XDG_STATE_HOME
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -112,8 +116,6 @@ class Settings(NamedTuple):
         capture = text("LORE_CAPTURE")
         auto_accept = text("LORE_AUTO_ACCEPT") or ""
         if auto_accept:
-            from lore.curate.inbox import auto_accept_kinds
-
             auto_accept_kinds(auto_accept)  # a kind that does not exist is an error naming the variable
         return cls(
             data_dir=text("LORE_DATA_DIR"),
@@ -139,6 +141,9 @@ class Settings(NamedTuple):
             capture_llm_budget=int(number("LORE_CAPTURE_LLM_BUDGET", DEFAULT_CAPTURE_LLM_BUDGET, 0, integer=True)),
             capture_llm_timeout_s=number("LORE_CAPTURE_LLM_TIMEOUT", DEFAULT_CAPTURE_LLM_TIMEOUT_S, 1, integer=False),
             auto_accept=auto_accept,
+            xdg_data_home=text("XDG_DATA_HOME"),
+            xdg_cache_home=text("XDG_CACHE_HOME"),
+            xdg_state_home=text("XDG_STATE_HOME"),
         )  # fmt: skip
 
     @property
@@ -149,6 +154,25 @@ class Settings(NamedTuple):
     @property
     def server_max_rss_bytes(self) -> int:
         return int(self.server_max_rss_mb * 1024 * 1024)
+
+
+def auto_accept_kinds(value: str) -> frozenset[str]:
+    """The kinds a ``LORE_AUTO_ACCEPT`` value names (comma-separated kinds, or ``all``; ``none``/``off``: none)."""
+    from lore.kinds import KINDS, normalise_kind  # only when the variable is set: the hook never pays for it
+
+    kinds: set[str] = set()
+    for part in value.split(","):
+        name = part.strip().lower()
+        if not name or name in ("none", "off"):
+            continue
+        if name == "all":
+            kinds.update(KINDS)
+            continue
+        try:
+            kinds.add(normalise_kind(name))
+        except UsageError as error:
+            raise UsageError(f"LORE_AUTO_ACCEPT: {error.message}", hint=error.hint) from error
+    return frozenset(kinds)
 
 
 def _bad(name: str, value: str, wanted: str) -> UsageError:

@@ -172,7 +172,7 @@ def add_scores(rows: list[dict[str, Any]], cache: Path) -> list[str]:
     import numpy as np
 
     from lore.curate.similarity import STOPWORDS
-    from lore.index.embedder import Embedder, get_embedder
+    from lore.embedder import Embedder, get_embedder
 
     texts = json.loads((cache / "texts.json").read_text())
     index = {t: i for i, t in enumerate(texts)}
@@ -221,7 +221,7 @@ def lore_sweep(cache: Path, encoder: str) -> tuple[dict[str, float], dict[str, A
 
     from lore.bench.duplicates import figures, load_pairs, lore_verdicts
     from lore.curate import dedup
-    from lore.index.embedder import get_embedder
+    from lore.embedder import get_embedder
 
     dev = [p for p in load_pairs() if p["split"] == "dev"]
     if encoder == "static":
@@ -229,7 +229,7 @@ def lore_sweep(cache: Path, encoder: str) -> tuple[dict[str, float], dict[str, A
     elif encoder == "MiniLM-distilled static":
         if not (cache / "m2v_minilm_256").is_dir():
             return None
-        from lore.index.embedder import Embedder
+        from lore.embedder import Embedder
 
         embed = Embedder(str(cache / "m2v_minilm_256")).encode
     else:  # MiniLM vectors of every text find_duplicate embeds (primary, full and core texts)
@@ -265,7 +265,7 @@ def lore_sweep(cache: Path, encoder: str) -> tuple[dict[str, float], dict[str, A
 def lore_shipped() -> dict[str, Any]:
     """lore's own defaults with the bundled model, on the dev half."""
     from lore.bench.duplicates import figures, load_pairs, lore_verdicts
-    from lore.index.embedder import get_embedder
+    from lore.embedder import get_embedder
 
     dev = [p for p in load_pairs() if p["split"] == "dev"]
     return figures(dev, lore_verdicts(dev, get_embedder().encode))

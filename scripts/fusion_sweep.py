@@ -27,11 +27,11 @@ import numpy as np
 
 
 def build_cache(name: str, shared: Path, work: Path) -> dict[str, Any]:
+    from lore import analysis
     from lore.bench import corpora, matrix
     from lore.bench import sets as bench_sets
     from lore.bench.quality import Searcher
     from lore.bench.textbook import TextbookBM25
-    from lore.index import analysis
     from lore.rank.query import hyde_document
 
     path = work / f"cache-{name}.pkl"

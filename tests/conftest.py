@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -15,6 +16,20 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = Path(os.environ.get("LORE_SHARED_DIR", PROJECT_ROOT.parent / "shared"))
 BASH_LORE_FIXTURE = SHARED_DIR / "fixtures" / "bash-lore-datadir"
 HAND_FIXTURE = PROJECT_ROOT / "tests" / "data" / "original-lore"
+
+
+def settings() -> Any:
+    """lore's settings as a surface reads them, from the test's environment (the ``isolated`` dirs)."""
+    from lore.settings import Settings
+
+    return Settings.from_env()
+
+
+def resolve_locations(data_dir: str | Path | None = None, index_dir: str | Path | None = None) -> Any:
+    """``Locations.resolve`` with the test environment's settings, as a surface resolves them."""
+    from lore.paths import Locations
+
+    return Locations.resolve(data_dir, index_dir, settings())
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +99,6 @@ def indexed(data_dir: Path) -> Path:
     from lore import capture
     from lore.capture import WriteOptions
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
     from lore.store import Store
 
     plain = WriteOptions(check_duplicates=False)
@@ -100,5 +114,5 @@ def indexed(data_dir: Path) -> Path:
                   options=plain)  # fmt: skip
     for i in range(20):
         capture.observe(store, f"Unrelated note {i} about office plants and lunch menus", project="other", options=plain)
-    IndexManager(Locations.resolve(data_dir)).build()
+    IndexManager(resolve_locations(data_dir)).build()
     return data_dir

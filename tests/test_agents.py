@@ -143,12 +143,13 @@ def test_codex_install_says_how_to_trust_the_hooks(cli, lore_exe: str) -> None: 
 def test_installing_an_mcp_server_remembers_the_sdks_handshake(cli, lore_exe: str) -> None:  # type: ignore[no-untyped-def]
     """So the agent's first `lore mcp` answers initialize and tools/list before the SDK has loaded."""
     pytest.importorskip("mcp")
-    from lore.agent.mcp_start import Handshakes
+    from lore.agent.mcp_start import Handshakes, cache_path
+    from tests.conftest import settings
 
-    assert Handshakes.load().get("initialize", "2025-06-18") is None
+    assert Handshakes.load(cache_path(settings())).get("initialize", "2025-06-18") is None
     result = cli("hook", "install", "--agent", "gemini")
     assert result.exit_code == 0 and "Remembered the MCP SDK's handshake answers" in result.stdout
-    remembered = Handshakes.load()
+    remembered = Handshakes.load(cache_path(settings()))
     assert remembered.get("initialize", "2025-06-18")["serverInfo"]["name"] == "lore"
     assert {t["name"] for t in remembered.get("tools/list", "2025-06-18")["tools"]} >= {"search", "context"}
 

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from lore.bench import shared_dir
+from tests.conftest import resolve_locations
 
 SHARED = shared_dir(required=False)
 pytestmark = pytest.mark.skipif(SHARED is None, reason="shared benchmark data (../shared) not available")
@@ -162,13 +163,12 @@ def test_soak_section_runs_and_renders(isolated: Path) -> None:
     from lore.bench import corpora, helper
     from lore.bench.report import render
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
 
     assert SHARED is not None
     raws, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 60))
     data_dir, index_dir = isolated / "soak-data", isolated / "soak-index"
     corpora.write_decisions(data_dir, raws)
-    IndexManager(Locations(data_dir, index_dir)).build()
+    IndexManager(resolve_locations(data_dir, index_dir)).build()
     soaked = helper.soak(data_dir, index_dir, isolated / "soak-run", ["fix the merge of refs when fetching"],
                          total_prompts=20, total_writes=2)  # fmt: skip
     assert soaked["lost_answers"] == 0 and soaked["writes"] == 2 and soaked["same_helper_throughout"]
@@ -184,11 +184,10 @@ def test_the_whole_process_refresh_figure_first_ends_helpers_serving_its_index(t
 
     from lore.bench.indexing import stop_helpers_of
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
 
     data_dir = tmp_path / "demo"
     shutil.copytree(Path(__file__).resolve().parent.parent / "data", data_dir)
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     IndexManager(locations).build()
     monkeypatch.delenv("LORE_SERVER", raising=False)
     monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))

@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lore import capture
+from lore import analysis, capture
 from lore.capture import WriteOptions
-from lore.index import analysis, bm25
+from lore.index import bm25
 from lore.index.manager import IndexManager
-from lore.paths import Locations
 from lore.store import Store
+from tests.conftest import resolve_locations
 
 PLAIN = WriteOptions(check_duplicates=False)
 
@@ -59,6 +59,21 @@ def test_unique_terms_keep_first_occurrence_order() -> None:
 @given(st.text(max_size=60), st.text(max_size=60))
 def test_analysis_of_text_joined_by_a_space_is_the_concatenation(left: str, right: str) -> None:
     assert analysis.terms(left + " " + right) == analysis.terms(left) + analysis.terms(right)
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=120))
+def test_ascii_text_is_analysed_as_the_unicode_path_analyses_it(text: str) -> None:
+    # terms() reads ASCII text with an ASCII regex over the text lower-cased at once; a non-ASCII
+    # word of one letter (dropped: too short) sends the same text through the Unicode path.
+    assert analysis.terms(text + " é") == analysis.terms(text)
+
+
+def test_terms_are_those_of_the_batch_stemmed_analysis() -> None:
+    # Pinned from the implementation before the one-pass rewrite (same output over 97k texts).
+    assert analysis.terms("İstanbul ŞEHİR straße") == ["i\u0307stanbul", "şehi\u0307r", "straße"]
+    assert analysis.terms("ＡＢＣ１２３ ﬁle-name") == ["ａｂｃ１２３", "ﬁle-name", "ﬁle", "name"]
+    assert analysis.terms("lock_timeout v2.1.0 builtin/fetch.c") == [
+        "lock_timeout", "lock", "timeout", "v2.1.0", "v2", "builtin/fetch.c", "builtin", "fetch"]  # fmt: skip
 
 
 @given(st.text(max_size=120))
@@ -188,12 +203,12 @@ def test_incremental_refresh_matches_a_full_rebuild(data_dir: Path, tmp_path: Pa
     store.init()
     ids = [capture.remember(store, f"Decision {i} on {t}", project="p", rationale=f"because of {t} incidents", options=PLAIN).record.id
            for i, t in enumerate(["stripe retries", "postgres pooling", "redis eviction", "kafka lag", "oauth refresh"])]  # fmt: skip
-    incremental = IndexManager(Locations(data_dir, tmp_path / "a"))
+    incremental = IndexManager(resolve_locations(data_dir, tmp_path / "a"))
     incremental.build()
     capture.remember(store, "Adopt pgbouncer for postgres pooling", project="p", options=PLAIN)
     capture.retract(store, ids[0], "obsolete")
     assert incremental.build().mode == "incremental"
-    rebuilt = IndexManager(Locations(data_dir, tmp_path / "b"))
+    rebuilt = IndexManager(resolve_locations(data_dir, tmp_path / "b"))
     rebuilt.build()
     a, _ = incremental.open(policy="ignore")
     b, _ = rebuilt.open(policy="ignore")
@@ -214,7 +229,7 @@ def test_incremental_refresh_keeps_the_graph_file_unless_edges_change(data_dir: 
     store = Store(data_dir, actor="test")
     store.init()
     old = capture.remember(store, "Use Celery for background jobs", project="p", options=PLAIN).record
-    mgr = IndexManager(Locations(data_dir, tmp_path / "a"))
+    mgr = IndexManager(resolve_locations(data_dir, tmp_path / "a"))
     mgr.build()
     graph_file = mgr.read_meta()[1].files["graph"]  # type: ignore[index]
     new = capture.remember(store, "Use Dramatiq for background jobs", project="p", options=PLAIN).record
@@ -224,7 +239,7 @@ def test_incremental_refresh_keeps_the_graph_file_unless_edges_change(data_dir: 
     assert mgr.build().mode == "incremental"
     reader, _ = mgr.open(policy="ignore")
     assert (new.id, old.id, "supersedes") in edge_set(reader)
-    rebuilt = IndexManager(Locations(data_dir, tmp_path / "b"))
+    rebuilt = IndexManager(resolve_locations(data_dir, tmp_path / "b"))
     rebuilt.build()
     assert edge_set(reader) == edge_set(rebuilt.open(policy="ignore")[0])
 
@@ -270,7 +285,7 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
     # RRF: it compresses BM25's lead enough for decay to overturn it (score fusion does not).
     options = SearchOptions(channels=("bm25", "graph"), now=corpora.epoch("2026-11-20T00:00:00Z"),
                             disabled_stages=frozenset({"coverage"}), fusion="rrf")  # fmt: skip
-    response = search(SearchSession(Locations.resolve(data_dir)), "kafka consumer lag partition rebalance", options,
+    response = search(SearchSession(resolve_locations(data_dir)), "kafka consumer lag partition rebalance", options,
                          log_access=False, use_llm=False)  # fmt: skip
     assert response.hits[0].id != "dec-00000001"  # the stages put a fresh record first
     assert response.gap.idf_coverage == pytest.approx(1.0)
@@ -278,7 +293,7 @@ def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
 
 
 def test_one_edit_away_covers_each_kind_of_typo() -> None:
-    from lore.index.analysis import one_edit_away
+    from lore.analysis import one_edit_away
 
     near = one_edit_away("handl")
     assert {"hanld", "hndl", "handle", "hamdl"} <= near  # transposition, deletion, insertion, substitution
@@ -292,7 +307,7 @@ def test_a_typo_of_a_stored_word_is_not_an_unknown_term(data_dir: Path) -> None:
     store = Store(data_dir, actor="test")
     store.init()
     capture.remember(store, "Retry webhooks with exponential backoff", project="p", options=PLAIN)
-    manager = IndexManager(Locations.resolve(data_dir))
+    manager = IndexManager(resolve_locations(data_dir))
     manager.build()
     bm25 = IndexReader(*manager.read_meta()).bm25
     terms = analysis.unique_terms  # query terms are stems: "expnential" -> "expnenti"

@@ -15,6 +15,7 @@ import pytest
 
 from lore.sessions.pipeline import capture_session
 from lore.store import Store
+from tests.conftest import settings
 
 DEV = Path(__file__).parent / "data" / "transcripts-dev" / "01-import-fix.jsonl"
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
@@ -99,15 +100,15 @@ def test_rerun_adds_nothing_and_reads_only_new_lines(initialised: Path, tmp_path
     store = Store(initialised)
     path = tmp_path / "sess-1.jsonl"
     t = session_with_everything(path)
-    first = capture_session(store, path)
+    first = capture_session(store, path, settings=settings())
     assert len(first.added) == 4
     count = len(records(store))
-    again = capture_session(store, path)
+    again = capture_session(store, path, settings=settings())
     assert again.lines is None and again.added == []
     assert len(records(store)) == count
     # New lines: only they are read, and the session's observation is updated, not duplicated.
     t.tool("Bash", {"command": "git push origin main"}, "fatal: could not read Username", True)
-    third = capture_session(store, path)
+    third = capture_session(store, path, settings=settings())
     assert third.lines is not None and third.lines[0] == first.lines[1] + 1
     assert [r.kind for r in third.added] == ["failure"]
     assert [r.kind for r in third.updated] == ["observation"]
@@ -115,9 +116,9 @@ def test_rerun_adds_nothing_and_reads_only_new_lines(initialised: Path, tmp_path
     # The state lost (or another machine): the content hashes still add nothing.
     from lore.sessions import state
 
-    for file in state.root(initialised).glob("*.json"):
+    for file in state.root(initialised, settings()).glob("*.json"):
         file.unlink()
-    assert capture_session(store, path).added == []
+    assert capture_session(store, path, settings=settings()).added == []
 
 
 def test_secrets_are_never_stored(initialised: Path, tmp_path: Path) -> None:
@@ -129,7 +130,7 @@ def test_secrets_are_never_stored(initialised: Path, tmp_path: Path) -> None:
     pending = orjson.dumps({"type": "assistant", "message": {"content": [
         {"type": "tool_use", "id": "toolu_open", "name": "Bash", "input": {"command": f"echo {SECRET}"}}]}})
     t.raw(pending.decode())  # a call whose result has not arrived: kept in the state for the next read
-    report = capture_session(Store(initialised), path)
+    report = capture_session(Store(initialised), path, settings=settings())
     assert report.added and report.redactions
     state_dir = Path(os.environ["LORE_STATE_DIR"])
     assert list(state_dir.rglob("*.json"))
@@ -158,10 +159,10 @@ def test_partial_last_line_waits_for_the_next_read(initialised: Path, tmp_path: 
     with path.open("ab") as handle:
         handle.write(line[:20])
     store = Store(initialised)
-    assert [r.kind for r in capture_session(store, path).added] == ["decision"]
+    assert [r.kind for r in capture_session(store, path, settings=settings()).added] == ["decision"]
     with path.open("ab") as handle:
         handle.write(line[20:] + b"\n")
-    assert [r.kind for r in capture_session(store, path).added] == ["lesson"]
+    assert [r.kind for r in capture_session(store, path, settings=settings()).added] == ["lesson"]
 
 
 def test_dry_run_writes_nothing(initialised: Path, tmp_path: Path, cli) -> None:
@@ -171,7 +172,7 @@ def test_dry_run_writes_nothing(initialised: Path, tmp_path: Path, cli) -> None:
     result = cli("capture-session", str(path), "--dry-run")
     assert result.exit_code == 0 and "Would capture 4 candidate(s)" in result.stdout
     assert sorted(p.read_bytes() for p in initialised.rglob("*") if p.is_file()) == before
-    assert capture_session(Store(initialised), path).added  # and the state did not move
+    assert capture_session(Store(initialised), path, settings=settings()).added  # and the state did not move
 
 
 def test_rejected_text_is_not_proposed_again(initialised: Path, tmp_path: Path) -> None:
@@ -180,12 +181,12 @@ def test_rejected_text_is_not_proposed_again(initialised: Path, tmp_path: Path) 
     store = Store(initialised)
     path = tmp_path / "sess-1.jsonl"
     Transcript(path).say("We decided to switch to uv because pip-tools was too slow.")
-    added = capture_session(store, path).added
+    added = capture_session(store, path, settings=settings()).added
     reject(store, [added[0].id])
-    again = capture_session(store, path, session_id="sess-1")
+    again = capture_session(store, path, session_id="sess-1", settings=settings())
     other = tmp_path / "other.jsonl"
     Transcript(other, session="sess-1").say("We decided to switch to uv because pip-tools was too slow.")
-    report = capture_session(store, other, session_id="sess-1")
+    report = capture_session(store, other, session_id="sess-1", settings=settings())
     assert again.added == [] and report.added == [] and report.skipped["rejected before"] == 1
 
 
@@ -193,7 +194,7 @@ def test_auto_accept_stores_active(initialised: Path, tmp_path: Path, monkeypatc
     monkeypatch.setenv("LORE_AUTO_ACCEPT", "decision")
     path = tmp_path / "sess-1.jsonl"
     session_with_everything(path)
-    added = capture_session(Store(initialised), path).added
+    added = capture_session(Store(initialised), path, settings=settings()).added
     status = {r.kind: (r.raw["status"], r.confidence) for r in added}
     assert status["decision"] == ("active", 0.8)
     assert status["failure"] == ("candidate", 0.4)
@@ -217,7 +218,7 @@ def test_llm_mode_one_call_per_chunk_validated(initialised: Path, tmp_path: Path
     calls = _llm(tmp_path, monkeypatch, f"print({json.dumps(answer)!r})")
     path = tmp_path / "sess-1.jsonl"
     session_with_everything(path)
-    report = capture_session(Store(initialised), path, method="llm")
+    report = capture_session(Store(initialised), path, method="llm", settings=settings())
     assert calls.read_text() == "x"  # one chunk, one call (not one per tool call)
     kinds = sorted(r.kind for r in report.added)
     assert kinds == ["decision", "failure", "lesson", "observation"]
@@ -236,7 +237,7 @@ def test_llm_mode_bad_answers_store_nothing(initialised: Path, tmp_path: Path, m
     _llm(tmp_path, monkeypatch, body)
     path = tmp_path / "sess-1.jsonl"
     Transcript(path).say("We decided to switch to uv because pip-tools was too slow.")
-    report = capture_session(Store(initialised), path, method="llm")
+    report = capture_session(Store(initialised), path, method="llm", settings=settings())
     assert report.added == []
     assert any(expected in w for w in report.warnings), report.warnings
 
@@ -246,7 +247,7 @@ def test_llm_budget_caps_tokens(initialised: Path, tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("LORE_CAPTURE_LLM_BUDGET", "10")
     path = tmp_path / "sess-1.jsonl"
     Transcript(path).say("We decided to switch to uv because pip-tools was too slow.")
-    report = capture_session(Store(initialised), path, method="llm")
+    report = capture_session(Store(initialised), path, method="llm", settings=settings())
     assert not calls.exists()
     assert any("budget of 10 tokens" in w for w in report.warnings)
 
@@ -343,7 +344,7 @@ def test_capture_runs_the_distillation_cycle(initialised: Path, tmp_path: Path) 
         path = tmp_path / f"sess-{number}.jsonl"
         t = Transcript(path, session=f"sess-{number}")
         t.tool("Bash", {"command": "make release"}, "Exit code 2\nmake: *** No rule to make target 'release'.  Stop.", True)
-        report = capture_session(store, path)
+        report = capture_session(store, path, settings=settings())
     lessons = [r for r in store.load().records.values() if r.kind == "lesson"]
     assert len(lessons) == 1 and lessons[0].raw["status"] == "candidate"
     assert any(n.startswith(f"distilled lesson candidate {lessons[0].id}") for n in report.notices)
@@ -360,7 +361,7 @@ def test_a_lesson_starts_at_its_cue_not_at_the_words_before_it(initialised: Path
     t = Transcript(path, session="sess-cue")
     t.user("Great. remember that Money(0) is used as the sum start everywhere, so a default currency is required.")
     t.say("Understood.")
-    result = capture_session(store, path)
+    result = capture_session(store, path, settings=settings())
     lessons = [r for r in result.added if r.kind == "lesson"]
     assert len(lessons) == 1
     assert lessons[0].raw["rule"].startswith("Remember that Money(0) is used as the sum start everywhere")
@@ -422,13 +423,13 @@ def test_a_data_dir_created_again_at_the_same_path_is_captured_again(initialised
 
     path = tmp_path / "sess-again.jsonl"
     session_with_everything(path)
-    first = capture_session(Store(initialised), path)
+    first = capture_session(Store(initialised), path, settings=settings())
     assert first.added
     shutil.rmtree(initialised)
     Store(initialised).init()
-    again = capture_session(Store(initialised), path)
+    again = capture_session(Store(initialised), path, settings=settings())
     assert sorted(r.title for r in again.added) == sorted(r.title for r in first.added)
-    assert capture_session(Store(initialised), path).added == []  # and then it is read, as before
+    assert capture_session(Store(initialised), path, settings=settings()).added == []  # and then it is read, as before
 
 
 def test_the_new_commands_as_a_user_runs_them(initialised: Path, tmp_path: Path) -> None:

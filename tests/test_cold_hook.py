@@ -15,8 +15,9 @@ import orjson
 import pytest
 
 from lore import capture
+from lore.agent.prompt import cold_context_for_prompt
+from lore.analysis import unique_terms
 from lore.capture import WriteOptions
-from lore.index.analysis import unique_terms
 from lore.index.cold import ColdReader
 from lore.index.manager import IndexManager, IndexReader
 from lore.paths import Locations
@@ -24,6 +25,7 @@ from lore.rank import cold
 from lore.rank.pipeline import run
 from lore.store import Store
 from lore.store.layout import DECISIONS
+from tests.conftest import resolve_locations
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PLAIN = WriteOptions(check_duplicates=False)
@@ -44,7 +46,7 @@ def demo_questions() -> list[str]:
 @pytest.fixture(scope="module")
 def demo_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[IndexReader, ColdReader]]:
     """The bundled demo data, indexed once for the module: the numpy reader and the cold one."""
-    locations = Locations(PROJECT_ROOT / "data", tmp_path_factory.mktemp("demo") / "index")
+    locations = resolve_locations(PROJECT_ROOT / "data", tmp_path_factory.mktemp("demo") / "index")
     manager = IndexManager(locations)
     manager.build()
     found = manager.read_meta()
@@ -65,7 +67,7 @@ def delta_store(data_dir: Path) -> Locations:
     for i in range(40):
         capture.remember(store, f"Decision {i} about {topics[i % 4]}", project="p",
                          rationale=f"Because of incident {i} involving {topics[(i + 1) % 4]}", options=PLAIN)  # fmt: skip
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     manager = IndexManager(locations)
     assert manager.build().mode == "full"
     for i in range(40, 44):
@@ -192,7 +194,7 @@ def hook_in_fresh_interpreter(prompt: str, env: dict[str, str] | None = None) ->
 @pytest.fixture
 def demo_copy(data_dir: Path) -> Locations:
     shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     IndexManager(locations).build()
     return locations
 
@@ -206,7 +208,7 @@ def test_cold_hook_injects_without_numpy_tokenizers_or_model2vec(demo_copy: Loca
     context = json.loads(str(result["out"]))["hookSpecificOutput"]["additionalContext"]
     assert context.startswith('<lore-memory source="lore" role="reference-data">') and len(context) <= 1500
     # The same block the in-process code gives (what a test can compare without a subprocess).
-    answer = cold.prompt_context(DEMO_PROMPT, str(Path.cwd()), 1500, demo_copy)
+    answer = cold_context_for_prompt(DEMO_PROMPT, str(Path.cwd()), 1500, demo_copy)
     assert answer is not None and answer[0] == context and answer[1]
     full = hook_in_fresh_interpreter(DEMO_PROMPT, {"LORE_HOOK_COLD": "full"})
     assert "numpy" in full["heavy"]  # the measure means something: the full path does load it
@@ -228,7 +230,7 @@ def test_candidates_are_never_injected(demo_copy: Locations) -> None:
     prompt = DEMO_PROMPT + " zebrafish attempts"
     assert reader.bm25.scores(unique_terms(prompt))[reader.table.row(rid)] > 0  # it would match
     reader.close()
-    block = cold.prompt_context(prompt, None, 1500, demo_copy)
+    block = cold_context_for_prompt(prompt, None, 1500, demo_copy)
     assert block and block[0] and rid not in block[0] and rid not in block[1]
 
 
@@ -281,19 +283,19 @@ def test_a_damaged_delta_injects_nothing(delta_store: Locations) -> None:
     data[:4] = b"JUNK"  # not a zip any more, same size
     (directory / files["delta_bm25_forward"]).write_bytes(bytes(data))
     with pytest.raises(Exception, match="unreadable"):
-        cold.prompt_context("redis cache eviction incident", None, 1500, delta_store)
+        cold_context_for_prompt("redis cache eviction incident", None, 1500, delta_store)
 
 
 def test_a_young_store_is_answered_by_the_whole_pipeline(indexed: Path) -> None:
     """Fewer than three BM25 candidates: the lexical gap rule cannot judge, so the cold path declines."""
-    locations = Locations.resolve(indexed)
+    locations = resolve_locations(indexed)
     prompt = "add jittered exponential backoff around the payment provider charge call"
     reader = cold.open_reader(locations)
     assert 0 < len(reader.bm25.scores(unique_terms(prompt))) < cold.MIN_CANDIDATES
     with pytest.raises(cold.Declined):
         cold.lexical_run(reader, prompt, cold.hook_options(None, NOW))
     reader.close()
-    assert cold.prompt_context(prompt, None, 1500, locations) is None
+    assert cold_context_for_prompt(prompt, None, 1500, locations) is None
     result = hook_in_fresh_interpreter(prompt)
     assert "exponential backoff" in json.loads(str(result["out"]))["hookSpecificOutput"]["additionalContext"]
     assert "numpy" in result["heavy"]  # the whole pipeline answered

@@ -28,8 +28,8 @@ from lore.curate.similarity import (
     text_hash,
     tokens,
 )
+from lore.embedder import BUNDLED_MODEL_DIR
 from lore.errors import DuplicateError, ModelError
-from lore.index.embedder import BUNDLED_MODEL_DIR
 from lore.store import Store
 from lore.store.records import Record
 
@@ -64,6 +64,15 @@ def test_normalise_and_hash() -> None:
 def test_tokens_stem_and_keep_negations() -> None:
     assert tokens("Caching cached caches") == ["cach", "cach", "cach"]
     assert "not" in tokens("Don't use the cache")
+    # Snowball stems: "ready" and "readiness" meet (the light stemmer before kept them apart).
+    assert tokens("ready readiness") == ["readi", "readi"]
+
+
+def test_whether_or_not_is_no_negation() -> None:
+    # A dev pair of the bench: the same decision, and not a contradiction of it.
+    assert not opposite_advice("Mobile releases ship on a two-week train regardless of feature readiness",
+                               "Whether or not features are ready, the mobile app goes out every two weeks on a fixed train")  # fmt: skip
+    assert opposite_advice("Ship features when they are ready", "Do not ship features when they are ready")
 
 
 def test_jaccard_basics() -> None:
@@ -292,7 +301,7 @@ def test_pair_set_shape() -> None:
 
 
 def _bundled_encoder():  # type: ignore[no-untyped-def]
-    from lore.index.embedder import Embedder
+    from lore.embedder import Embedder
 
     return Embedder(str(BUNDLED_MODEL_DIR)).encode
 
@@ -455,7 +464,7 @@ def test_identifier_with_a_digit_changed_is_written(store: Store) -> None:
 def _dev_pair_verdict(a: dict, b: dict, kind: str) -> tuple[Match | None, list[Match]]:
     target = Record(kind=kind, id="target", raw=a)
     background = [Record(kind=kind, id=f"bg-{i}", raw=raw) for i, raw in enumerate(BACKGROUND[kind])]
-    from lore.index.embedder import get_embedder
+    from lore.embedder import get_embedder
 
     return find_duplicate([target, *background], kind, b, get_embedder(str(BUNDLED_MODEL_DIR)).encode)
 
@@ -506,7 +515,7 @@ def test_model_error_skips_semantic_layer(store: Store, monkeypatch: pytest.Monk
     def broken(spec: str | None = None):  # type: ignore[no-untyped-def]
         raise ModelError("cannot load embedding model 'x': boom")
 
-    monkeypatch.setattr("lore.index.embedder.get_embedder", broken)
+    monkeypatch.setattr("lore.embedder.get_embedder", broken)
     capture.remember(store, "Use Sentry for error tracking", project="x", options=OPTIONS)
     outcome = check_before_write(store, "decision", {"decision": "Use Sentry for error tracking"}, force=False,
                                  merge=True)  # fmt: skip
@@ -518,7 +527,7 @@ def test_empty_store_needs_no_model(store: Store, monkeypatch: pytest.MonkeyPatc
     def unexpected(spec: str | None = None):  # type: ignore[no-untyped-def]
         raise AssertionError("the model is not needed when nothing can match")
 
-    monkeypatch.setattr("lore.index.embedder.get_embedder", unexpected)
+    monkeypatch.setattr("lore.embedder.get_embedder", unexpected)
     outcome = check_before_write(store, "decision", {"decision": "Anything"}, force=False, merge=False)
     assert outcome.duplicate is None and outcome.notices == []
 
@@ -543,7 +552,7 @@ def test_consolidation_clusters(store: Store) -> None:
 
 def test_dedup_thresholds_hold_the_precision_bar_on_the_dev_half_they_were_chosen_on() -> None:
     from lore.bench.duplicates import PRECISION_BAR, figures, load_pairs, lore_verdicts
-    from lore.index.embedder import get_embedder
+    from lore.embedder import get_embedder
 
     assert (dedup.LEXICAL_BM25, dedup.LEXICAL_JACCARD, dedup.SEMANTIC_COSINE, dedup.CORE_COSINE) == (0.60, 0.80, 0.80, 0.60)
     assert dedup.CORE_COSINE <= dedup.SEMANTIC_COSINE

@@ -12,6 +12,7 @@ import orjson
 
 from lore.curate.distill import distill_failures, error_pattern, normalise
 from lore.curate.inbox import accept, reject
+from lore.settings import Settings
 from lore.store.store import Store
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -37,7 +38,7 @@ def test_two_repeats_within_7_days_make_one_lesson_idempotently(initialised: Pat
     add_failure(store, NOW - timedelta(days=2), "npm run build", "tsc exited with 2")  # seen once: no lesson
     add_failure(store, NOW - timedelta(days=30), "make deploy", "timeout after 30s")
     add_failure(store, NOW - timedelta(days=20), "make deploy", "timeout after 45s")  # twice, but long ago
-    found = distill_failures(store, now=NOW)
+    found = distill_failures(store, now=NOW, auto_accept=Settings.from_env().auto_accept)
     assert len(found) == 1
     lesson = found[0]
     snapshot = Store(initialised).load()
@@ -51,14 +52,14 @@ def test_two_repeats_within_7_days_make_one_lesson_idempotently(initialised: Pat
     derived = {(e.source, e.target) for e in snapshot.edges if e.relation == "derived_from"}
     assert derived == {(lesson.id, a), (lesson.id, b)}
     # Again: nothing new. A third failure of the same pattern is linked to the existing lesson.
-    assert distill_failures(store, now=NOW) == []
+    assert distill_failures(store, now=NOW, auto_accept=Settings.from_env().auto_accept) == []
     c = add_failure(store, NOW, "pytest tests/test_c.py", "ImportError: no module 'baz' (line 7)")
-    assert distill_failures(store, now=NOW + timedelta(hours=1)) == []
+    assert distill_failures(store, now=NOW + timedelta(hours=1), auto_accept=Settings.from_env().auto_accept) == []
     snapshot = Store(initialised).load()
     assert len(snapshot.of_kind("lesson")) == 1
     assert {(e.source, e.target) for e in snapshot.edges if e.relation == "derived_from"} == {
         (lesson.id, a), (lesson.id, b), (lesson.id, c)}
-    assert distill_failures(store, now=NOW + timedelta(hours=2)) == []
+    assert distill_failures(store, now=NOW + timedelta(hours=2), auto_accept=Settings.from_env().auto_accept) == []
     assert len(Store(initialised).load().edges) == 3
 
 
@@ -66,10 +67,10 @@ def test_rejected_lesson_is_not_proposed_again(initialised: Path) -> None:
     store = Store(initialised)
     for days in (2, 1):
         add_failure(store, NOW - timedelta(days=days), "cargo build", "error[E0432]: unresolved import")
-    first = distill_failures(store, now=NOW)
+    first = distill_failures(store, now=NOW, auto_accept=Settings.from_env().auto_accept)
     assert len(first) == 1
     reject(store, [first[0].id])
-    assert distill_failures(store, now=NOW) == []
+    assert distill_failures(store, now=NOW, auto_accept=Settings.from_env().auto_accept) == []
     assert Store(initialised).load().of_kind("lesson") == []
 
 
@@ -78,7 +79,7 @@ def test_auto_accepted_lessons_are_active(initialised: Path, monkeypatch) -> Non
     store = Store(initialised)
     for days in (2, 1):
         add_failure(store, NOW - timedelta(days=days), "go test ./...", "panic: nil map")
-    [lesson] = distill_failures(store, now=NOW)
+    [lesson] = distill_failures(store, now=NOW, auto_accept=Settings.from_env().auto_accept)
     assert lesson.status == "active" and lesson.confidence == 0.8
 
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lore.index.embedder import BUNDLED_MODEL_DIR, PureBpe, QueryEncoder, get_query_encoder
+from lore.embedder import BUNDLED_MODEL_DIR, PureBpe, QueryEncoder, get_query_encoder
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 512

@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from lore import capture
 from lore.capture import WriteOptions
 from lore.index.manager import IndexManager
-from lore.paths import Locations
 from lore.store import Store
+from tests.conftest import resolve_locations
+from tests.conftest import settings as lore_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN = WriteOptions(check_duplicates=False)
@@ -115,7 +116,7 @@ def test_missing_data_dir_missing_and_corrupt_index(data_dir: Path, tmp_path: Pa
     result = run_hook(event(), {"LORE_INDEX_DIR": str(tmp_path / "no-index")})
     assert (result.returncode, result.stdout) == (0, b"")
     assert "no usable index" in hook_log()
-    generation = IndexManager(Locations.resolve(indexed)).current_dir()
+    generation = IndexManager(resolve_locations(indexed)).current_dir()
     assert generation is not None
     for path in generation.glob("table-*.json"):
         path.write_text("{corrupt")
@@ -133,7 +134,7 @@ def test_never_leaves_a_process_behind_unless_enabled(indexed: Path) -> None:
     from lore.agent.client import server_paths
 
     run_hook(event())
-    paths = server_paths(Locations.resolve(indexed).index_dir)
+    paths = server_paths(resolve_locations(indexed).index_dir, lore_settings())
     assert not paths["socket"].exists() and not paths["status"].exists()
 
 
@@ -170,7 +171,7 @@ def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> Non
     cold = assert_valid_or_empty(run_hook(event()))
     assert cli("server", "start", "--idle", "60").stdout.startswith("lore server started (pid ")
     try:
-        status = client.read_status(Locations.resolve(indexed).index_dir)
+        status = client.read_status(resolve_locations(indexed).index_dir, lore_settings())
         assert status is not None
         # Another session: within one session the memories injected already are not injected again.
         warm = assert_valid_or_empty(run_hook(event(session_id="sess-2")))
@@ -181,7 +182,7 @@ def test_warm_helper_gives_the_same_context_and_stops(indexed: Path, cli) -> Non
     finally:
         stopped = cli("server", "stop").stdout
     assert stopped.startswith("lore server stopped (pid ")
-    assert client.read_status(Locations.resolve(indexed).index_dir) is None
+    assert client.read_status(resolve_locations(indexed).index_dir, lore_settings()) is None
     assert cli("server", "status").stdout == "lore server: not running (auto-start off)\n"
 
 
@@ -190,14 +191,14 @@ def test_helper_exits_when_its_index_is_rebuilt_and_hook_falls_back(indexed: Pat
     from lore.agent import client
 
     cli("server", "start", "--idle", "60")
-    index_dir = Locations.resolve(indexed).index_dir
-    status = client.read_status(index_dir)
+    index_dir = resolve_locations(indexed).index_dir
+    status = client.read_status(index_dir, lore_settings())
     assert status is not None
-    IndexManager(Locations.resolve(indexed)).build(rebuild=True)
+    IndexManager(resolve_locations(indexed)).build(rebuild=True)
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and client.read_status(index_dir) is not None:
+    while time.monotonic() < deadline and client.read_status(index_dir, lore_settings()) is not None:
         time.sleep(0.1)
-    assert client.read_status(index_dir) is None
+    assert client.read_status(index_dir, lore_settings()) is None
     assert assert_valid_or_empty(run_hook(event()))  # in-process fallback
 
 
@@ -270,7 +271,7 @@ def test_stored_text_cannot_close_the_fence(data_dir: Path) -> None:
     capture.observe(store, hostile, project="acme-api", options=PLAIN)
     capture.remember(store, "Zebra migration tooling runs nightly", project="acme-api",
                      rationale="see the </ lore-memory > note", options=PLAIN)  # fmt: skip
-    IndexManager(Locations.resolve(data_dir)).build()
+    IndexManager(resolve_locations(data_dir)).build()
     context = assert_valid_or_empty(run_hook(event("zebra migration tooling")))
     assert "Zebra migration" in context
     assert context.count("<lore-memory") == 1 and context.count("</lore-memory>") == 1

@@ -22,8 +22,8 @@ from lore import capture
 from lore.agent import client
 from lore.capture import WriteOptions
 from lore.index.manager import IndexManager
-from lore.paths import Locations
 from lore.store import Store
+from tests.conftest import resolve_locations, settings
 
 PLAIN = WriteOptions(check_duplicates=False)
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
@@ -92,16 +92,16 @@ def helper_processes(index_dir: Path) -> list[int]:
 @pytest.fixture
 def helper(indexed: Path) -> Iterator[dict[str, object]]:
     """A running warm helper (started and stopped through the CLI, as a user would)."""
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     assert lore_cli("server", "start", "--idle", "60").startswith("lore server started (pid ")
-    status = client.read_status(index_dir)
+    status = client.read_status(index_dir, settings())
     assert status is not None
     try:
         yield status
     finally:
         lore_cli("server", "stop")
         pid = int(status["pid"])  # type: ignore[call-overload]
-        assert client.read_status(index_dir) is None and not alive(pid)
+        assert client.read_status(index_dir, settings()) is None and not alive(pid)
         assert helper_processes(index_dir) == []  # nor a refresh it started
 
 
@@ -109,7 +109,7 @@ def served(index_dir: Path, at_least: int = 0) -> int:
     """Requests the helper has answered (waiting a moment for at_least: it counts after replying)."""
     end = time.monotonic() + 10
     while True:
-        status = client.read_status(index_dir)
+        status = client.read_status(index_dir, settings())
         assert status is not None, "the helper is gone"
         if int(status["requests"]) >= at_least or time.monotonic() > end:
             return int(status["requests"])
@@ -123,7 +123,7 @@ def test_prompts_right_after_a_write_get_context_from_the_helper_then_the_new_re
     Before the fix the helper answered the first prompt after the write, then refreshed
     its index in the foreground: the next prompt waited past its deadline and got nothing.
     """
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     before = run_hook(REALISTIC_DEADLINE_MS)
     assert "exponential backoff with full jitter" in before and MARKER not in before
     lore_cli("observe", NEW_RECORD)
@@ -146,12 +146,12 @@ def test_prompts_right_after_a_write_get_context_from_the_helper_then_the_new_re
 @pytest.mark.slow
 def test_helper_notices_a_write_without_a_prompt_and_keeps_answering(indexed: Path, helper) -> None:
     """The helper revalidates on its own between prompts: the first prompt after it refreshed sees the record."""
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     revision = helper.get("revision")
     lore_cli("observe", NEW_RECORD)
     end = time.monotonic() + 30
     while time.monotonic() < end:
-        status = client.read_status(index_dir)
+        status = client.read_status(index_dir, settings())
         assert status is not None
         if status.get("revision") != revision:
             break
@@ -159,13 +159,13 @@ def test_helper_notices_a_write_without_a_prompt_and_keeps_answering(indexed: Pa
     else:
         pytest.fail("the helper did not refresh within 30 s")
     assert MARKER in run_hook(REALISTIC_DEADLINE_MS)
-    assert IndexManager(Locations.resolve(indexed)).status().stale is False
+    assert IndexManager(resolve_locations(indexed)).status().stale is False
     assert hook_log() == ""
 
 
 @pytest.mark.slow
 def test_stopping_the_helper_mid_refresh_leaves_no_process_and_a_usable_index(indexed: Path, helper) -> None:
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     lore_cli("observe", NEW_RECORD)
     end = time.monotonic() + 30
     if sys.platform.startswith("linux"):
@@ -173,22 +173,22 @@ def test_stopping_the_helper_mid_refresh_leaves_no_process_and_a_usable_index(in
             assert time.monotonic() < end, "the helper never started a refresh"
             time.sleep(0.02)
     else:
-        while not (client.read_status(index_dir) or {}).get("refreshing"):
+        while not (client.read_status(index_dir, settings()) or {}).get("refreshing"):
             assert time.monotonic() < end, "the helper never started a refresh"
             time.sleep(0.02)
     assert lore_cli("server", "stop").startswith("lore server stopped (pid ")
     assert helper_processes(index_dir) == []
-    assert IndexManager(Locations.resolve(indexed)).read_meta() is not None
+    assert IndexManager(resolve_locations(indexed)).read_meta() is not None
     assert run_hook("20000")  # in-process, from the index as it was left
     assert hook_log() == ""
 
 
 @pytest.mark.slow
 def test_a_client_that_went_away_is_not_an_error(indexed: Path, helper) -> None:
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     request = {"op": "context", "prompt": PROMPT, "cwd": None, "budget": 1500, "data_dir": str(indexed)}
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-        conn.connect(str(client.server_paths(index_dir)["socket"]))
+        conn.connect(str(client.server_paths(index_dir, settings())["socket"]))
         conn.sendall(json.dumps(request).encode() + b"\n")
     # The helper answered a closed socket; it is still serving and logged nothing.
     assert run_hook(REALISTIC_DEADLINE_MS)
@@ -204,7 +204,7 @@ def test_helper_never_answers_for_another_data_dir(indexed: Path, helper, tmp_pa
     store.init()
     capture.observe(store, "Charge call retries with jittered exponential backoff for the payment provider",
                     project="acme-api", options=PLAIN)  # fmt: skip
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     assert run_hook("20000", {"LORE_DATA_DIR": str(other)}) == ""
     assert "another data dir" in hook_log()
     assert served(index_dir, 1) == 1  # asked, declined
@@ -222,7 +222,7 @@ IN_PROCESS_DEADLINE_MS = "20000"
 
 @pytest.mark.parametrize("policy", ["ignore", "warn", "refresh"])
 def test_in_process_hook_answers_a_stale_index_as_it_is_and_never_builds(indexed: Path, policy: str) -> None:
-    manager = IndexManager(Locations.resolve(indexed))
+    manager = IndexManager(resolve_locations(indexed))
     found = manager.read_meta()
     assert found is not None
     revision = found[1].revision

@@ -110,7 +110,7 @@ def _stored(data_dir: Path) -> dict[str, Any]:
     trail = [e for e in trail if e[0] != "link"] + sorted((e for e in trail if e[0] == "link"), key=repr)
     assert audit.verify(data_dir)[1] is None
     states = {}
-    for path in sorted(state.root(data_dir).glob("*.json")):
+    for path in sorted(state.root(data_dir, Settings.from_env()).glob("*.json")):
         value = orjson.loads(path.read_bytes())
         value.pop("updated_at")
         value["store"] = value["store"] is not None
@@ -160,7 +160,7 @@ def test_an_import_sees_what_another_process_wrote_between_its_batches(tmp_path:
     store.init()
     lesson = paths[2]
     assert lesson.name.startswith("12-lesson")
-    proposed = [raw for raw in capture_session(store, lesson, dry_run=True).proposed if raw["kind"] == "lesson"]
+    proposed = [raw for raw in capture_session(store, lesson, dry_run=True, settings=Settings.from_env()).proposed if raw["kind"] == "lesson"]
     assert len(proposed) == 1
     seen: list[Path] = []
 
@@ -169,7 +169,7 @@ def test_an_import_sees_what_another_process_wrote_between_its_batches(tmp_path:
         if len(seen) == 2:  # the first batch is done but not written yet
             remember_rejection(Store(tmp_path / "data"), "lesson", candidate_text("lesson", proposed[0]), "pat-1")
 
-    summary = import_transcripts(store, paths, batch_size=2, step=step)
+    summary = import_transcripts(store, paths, batch_size=2, step=step, settings=Settings.from_env())
     assert summary.skipped["rejected before"] == 2  # both copies of the lesson's transcript
     lessons = [r.raw["rule"] for r in store.load().records.values() if r.kind == "lesson"]
     assert proposed[0]["rule"] not in lessons and lessons

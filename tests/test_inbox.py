@@ -155,12 +155,15 @@ def test_edit_sets_fields_scrubbed_and_validated(initialised: Path, cli, monkeyp
 def test_auto_accept_setting(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from lore.curate.inbox import auto_accept_kinds, capture_status
     from lore.errors import UsageError
+    from lore.settings import Settings
 
     monkeypatch.delenv("LORE_AUTO_ACCEPT", raising=False)
-    assert auto_accept_kinds() == frozenset() and capture_status("failure") == "candidate"
+    value = Settings.from_env().auto_accept
+    assert auto_accept_kinds(value) == frozenset() and capture_status("failure", value) == "candidate"
     monkeypatch.setenv("LORE_AUTO_ACCEPT", "failure, obs")
-    assert auto_accept_kinds() == {"failure", "observation"}
-    assert capture_status("observation") == "active" and capture_status("decision") == "candidate"
+    value = Settings.from_env().auto_accept
+    assert auto_accept_kinds(value) == {"failure", "observation"}
+    assert capture_status("observation", value) == "active" and capture_status("decision", value) == "candidate"
     assert "lesson" in auto_accept_kinds("all")
     try:
         auto_accept_kinds("failure,spaceship")

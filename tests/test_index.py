@@ -16,13 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lore import capture
+from lore import analysis, capture
 from lore.capture import WriteOptions
-from lore.index import analysis
-from lore.index.embedder import BUNDLED_MODEL_DIR, QueryEncoder, fold_title_case, get_embedder
+from lore.embedder import BUNDLED_MODEL_DIR, QueryEncoder, fold_title_case, get_embedder
 from lore.index.manager import CURRENT, IndexManager
-from lore.paths import Locations
 from lore.store import Store
+from tests.conftest import resolve_locations
 
 PLAIN = WriteOptions(check_duplicates=False)
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +39,7 @@ def seed(data_dir: Path, n: int = 30) -> Store:
 
 
 def manager(data_dir: Path) -> IndexManager:
-    return IndexManager(Locations.resolve(data_dir))
+    return IndexManager(resolve_locations(data_dir))
 
 
 def search_ids(mgr: IndexManager, text: str) -> list[str]:
@@ -113,6 +112,7 @@ def test_model_change_re_embeds(data_dir: Path, tmp_path: Path, monkeypatch) -> 
     shutil.copytree(BUNDLED_MODEL_DIR, copy)
     monkeypatch.setenv("LORE_EMBED_MODEL", str(copy))
     get_embedder.cache_clear()
+    mgr = manager(data_dir)  # the next process: settings are read once, where a command starts
     assert mgr.status().reason == "embedding model changed"
     report = mgr.build()
     assert report.mode == "full"
@@ -160,8 +160,9 @@ def test_corrupt_or_partial_index_is_rebuilt_not_a_traceback(data_dir: Path, cli
 BUILD = """
 import sys
 from lore.paths import Locations
+from lore.settings import Settings
 from lore.index.manager import IndexManager
-IndexManager(Locations.resolve(sys.argv[1], sys.argv[2])).build(rebuild=True)
+IndexManager(Locations.resolve(sys.argv[1], sys.argv[2], Settings.from_env())).build(rebuild=True)
 """
 
 
@@ -297,7 +298,7 @@ def test_a_closed_reader_releases_its_memory_maps_without_garbage_collection(ind
 
     from lore.index.manager import IndexReader
 
-    found = IndexManager(Locations.resolve(indexed)).read_meta()
+    found = IndexManager(resolve_locations(indexed)).read_meta()
     assert found is not None
     gc.collect()
     gc.disable()

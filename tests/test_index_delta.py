@@ -15,6 +15,7 @@ from lore.rank.pipeline import SearchOptions
 from lore.search import SearchSession, search
 from lore.store import Store
 from lore.store.layout import DECISIONS
+from tests.conftest import resolve_locations
 
 PLAIN = WriteOptions(check_duplicates=False)
 TOPICS = ["postgres connection pooling", "redis cache eviction", "kafka consumer lag", "terraform state locking",
@@ -44,7 +45,7 @@ def ranked(locations: Locations, query: str) -> list[tuple[str, float]]:
 
 def test_appended_records_rank_exactly_as_in_a_full_rebuild(data_dir: Path, tmp_path: Path) -> None:
     store = seed(data_dir, 40)
-    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr = IndexManager(resolve_locations(data_dir))
     assert mgr.build().mode == "full"
     base_files = {k: v for k, v in mgr.read_meta()[1].files.items()}  # type: ignore[index]
 
@@ -73,11 +74,11 @@ def test_appended_records_rank_exactly_as_in_a_full_rebuild(data_dir: Path, tmp_
     assert all(files[k] == v for k, v in base_files.items() if k in ("table", "vectors", "bm25_rows", "docs"))
     assert "delta_table" in files and found[1].records == 47
 
-    rebuilt = Locations(data_dir, tmp_path / "rebuilt-index")
+    rebuilt = resolve_locations(data_dir, tmp_path / "rebuilt-index")
     assert IndexManager(rebuilt).build(rebuild=True).mode == "full"
-    delta_locations = Locations.resolve(data_dir)
+    delta_locations = resolve_locations(data_dir)
     # The channels themselves, row by row: BM25 bit for bit, cosines to float32 precision.
-    from lore.index.analysis import unique_terms
+    from lore.analysis import unique_terms
 
     delta_reader, _ = mgr.open(policy="ignore")
     full_reader, _ = IndexManager(rebuilt).open(policy="ignore")
@@ -103,7 +104,7 @@ def test_appended_records_rank_exactly_as_in_a_full_rebuild(data_dir: Path, tmp_
 
 def test_an_edit_in_place_folds_the_delta_back_into_the_base(data_dir: Path) -> None:
     store = seed(data_dir, 12)
-    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr = IndexManager(resolve_locations(data_dir))
     mgr.build()
     added = capture.remember(store, "Adopt pgbouncer transaction mode", project="p", options=PLAIN).record
     assert mgr.build().delta
@@ -117,7 +118,7 @@ def test_an_edit_in_place_folds_the_delta_back_into_the_base(data_dir: Path) -> 
 
 def test_a_damaged_delta_file_is_detected_and_rebuilt(data_dir: Path, cli) -> None:
     store = seed(data_dir, 12)
-    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr = IndexManager(resolve_locations(data_dir))
     mgr.build()
     capture.remember(store, "Adopt pgbouncer transaction mode", project="p", options=PLAIN)
     assert mgr.build().delta
@@ -133,7 +134,7 @@ def test_a_damaged_delta_file_is_detected_and_rebuilt(data_dir: Path, cli) -> No
 def test_each_append_leaves_only_its_own_and_the_previous_revisions_delta_files(data_dir: Path) -> None:
     # Before, every appended record left six delta files behind until the next fold.
     store = seed(data_dir, 12)
-    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr = IndexManager(resolve_locations(data_dir))
     mgr.build()
     previous = None
     for i in range(5):
@@ -159,7 +160,7 @@ def test_a_refresh_killed_after_whoosh_committed_is_repaired_and_new_documents_a
     from lore.index import delta, lexical
 
     store = seed(data_dir, 12)
-    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr = IndexManager(resolve_locations(data_dir))
     mgr.build()
     record = capture.remember(store, "Adopt zeppelin transaction mode", project="p", options=PLAIN).record
     directory, meta = mgr.read_meta()  # type: ignore[misc]
@@ -193,7 +194,7 @@ def test_a_delta_refresh_writes_the_same_files_from_the_checked_reader_as_from_t
     from lore.index.reader import IndexReader
 
     store = seed(data_dir, 20)
-    mgr = IndexManager(Locations.resolve(data_dir))
+    mgr = IndexManager(resolve_locations(data_dir))
     mgr.build()
     capture.remember(store, "Adopt zeppelin transaction mode", project="p", options=PLAIN)
     assert mgr.build().delta

@@ -17,8 +17,8 @@ import pytest
 from lore import capture
 from lore.capture import WriteOptions
 from lore.index.manager import IndexManager
-from lore.paths import Locations
 from lore.store import Store
+from tests.conftest import resolve_locations
 
 PLAIN = WriteOptions(check_duplicates=False)
 CELERY = "Use celery for background jobs"
@@ -35,7 +35,7 @@ def seed(data_dir: Path) -> None:
 
 
 def generation(data_dir: Path) -> Path:
-    current = IndexManager(Locations.resolve(data_dir)).current_dir()
+    current = IndexManager(resolve_locations(data_dir)).current_dir()
     assert current is not None
     return current
 
@@ -246,7 +246,7 @@ def test_lore_index_re_embeds_once_the_model_is_back(data_dir: Path, cli, monkey
     assert orjson.loads(cli("index", "status", "--json").stdout)["embeddings"] is False
     assert cli("index").stdout == "Index is up to date (3 records)\n"
     # The very same spec now names a model: that is a change too.
-    from lore.index.embedder import BUNDLED_MODEL_DIR
+    from lore.embedder import BUNDLED_MODEL_DIR
 
     missing.parent.mkdir(parents=True)
     os.symlink(BUNDLED_MODEL_DIR, missing)
@@ -276,7 +276,7 @@ def test_an_index_from_before_model_wanted_re_embeds_once_the_spec_changes(data_
 def test_a_reader_whose_generation_was_replaced_does_not_mark_the_new_one(built: Path, cli) -> None:
     from lore.index.manager import IndexDamagedError
 
-    mgr = IndexManager(Locations.resolve(built))
+    mgr = IndexManager(resolve_locations(built))
     reader, _ = mgr.open()
     assert cli("index", "--rebuild").exit_code == 0  # "another process": the old generation is gone
     with pytest.raises(IndexDamagedError) as caught:
@@ -291,7 +291,7 @@ def test_a_reader_whose_revision_was_refreshed_away_does_not_mark_the_index(buil
     # Appends would only add a delta segment beside revision 1's files: fold every refresh into the base.
     monkeypatch.setattr("lore.index.delta.DELTA_MIN_LIMIT", 0)
     monkeypatch.setattr("lore.index.delta.DELTA_SHARE_LIMIT", 0.0)
-    mgr = IndexManager(Locations.resolve(built))
+    mgr = IndexManager(resolve_locations(built))
     found = mgr.read_meta()
     assert found is not None
     reader = IndexReader(*found)  # nothing loaded yet

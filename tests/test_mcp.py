@@ -19,6 +19,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from lore import capture
 from lore.context import FENCE_OPEN, GAP_LINE
 from lore.store import Store
+from tests.conftest import resolve_locations
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 READ_TOOLS = {"search", "context", "show", "graph_neighbors"}
@@ -312,7 +313,6 @@ def test_search_at_its_defaults_hands_the_model_about_2_kb_for_10_hits(data_dir:
     In-process through the SDK server's own call path (the stdio transport is covered above).
     """
     from lore.agent.mcp import LoreMCP, build_server
-    from lore.paths import Locations
 
     store = Store(data_dir, actor="test")
     store.init()
@@ -322,7 +322,7 @@ def test_search_at_its_defaults_hands_the_model_about_2_kb_for_10_hits(data_dir:
         rationale = " ".join(words[(i * 7 + k) % len(words)] for k in range(120))
         capture.remember(store, title, project="payments-platform", rationale=rationale,
                          options=capture.WriteOptions(check_duplicates=False))  # fmt: skip
-    server = build_server(LoreMCP(Locations.resolve(data_dir)))
+    server = build_server(LoreMCP(resolve_locations(data_dir)))
     got: dict[str, Any] = {}
 
     async def main() -> None:

@@ -2,6 +2,9 @@
 
 The wire tests run the real server (the real SDK) on pipes in this process; the loader
 waits on an event, so "before the SDK has loaded" is a fact of the test, not a race.
+Nor is "the SDK has replied": the SDK (2.x) cancels the requests still in flight when
+its input ends, so a test closes stdin only once the SDK's replies it depends on have
+gone through lore's handshake (``Wire.wait_sdk_reply``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import orjson
 import pytest
 
 from lore.agent.mcp_start import Handshake, Handshakes, cache_key, cache_path
+from tests.conftest import resolve_locations, settings
 
 VERSION = "2025-06-18"
 
@@ -102,7 +106,7 @@ def test_an_answer_the_sdk_contradicts_is_replaced_and_reported(tmp_path: Path, 
 def test_the_key_names_the_servers_code_and_the_installed_sdk() -> None:
     assert cache_key() == cache_key()
     assert len(cache_key()) == 40
-    assert cache_path().name == "mcp-handshake.json"
+    assert cache_path(settings()).name == "mcp-handshake.json"
 
 
 # -- the real server on pipes ----------------------------------------------------------------------
@@ -113,7 +117,6 @@ class Wire:
 
     def __init__(self, data_dir: Path, *, gated: bool) -> None:
         from lore.agent.mcp_start import load_sdk, serve_wire
-        from lore.paths import Locations
 
         self.release = threading.Event()
         if not gated:
@@ -123,20 +126,42 @@ class Wire:
         self.to_server = os.fdopen(self.server_in, "wb", buffering=0)
         self.from_server = os.fdopen(self.server_out, "rb")
         self.loaded = threading.Event()
-        locations = Locations.resolve(data_dir)
+        self.sdk_replies: list[Any] = []  # ids of the SDK's replies, once lore's handshake has seen them
+        self.sdk_replied = threading.Condition()
+        locations = resolve_locations(data_dir)
+        wire = self
+
+        class Watched:
+            """The real SDK module; run_lines also notes the id of each SDK reply (dropped ones too)."""
+
+            def __init__(self, sdk: Any) -> None:
+                self.sdk = sdk
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.sdk, name)
+
+            def run_lines(self, server: Any, read_line: Any, write_line: Any) -> None:
+                def write_and_note(text: str) -> None:
+                    write_line(text)  # lore's handshake: drops, compares, remembers, forwards
+                    message = orjson.loads(text)
+                    with wire.sdk_replied:
+                        wire.sdk_replies.append(message.get("id"))
+                        wire.sdk_replied.notify_all()
+
+                self.sdk.run_lines(server, read_line, write_and_note)
 
         def load() -> tuple[Any, Any]:
             self.release.wait(60)
             sdk = load_sdk()
             prepared = sdk.prepare(locations)
             self.loaded.set()
-            return sdk, prepared
+            return Watched(sdk), prepared
 
         self.errors: list[BaseException] = []
 
         def run() -> None:
             try:
-                serve_wire(client_in, client_out, load)
+                serve_wire(client_in, client_out, load, cache_path(settings()))
             except BaseException as error:  # reported by the test
                 self.errors.append(error)
             finally:
@@ -154,6 +179,12 @@ class Wire:
         assert got, "the server closed stdout"
         return dict(orjson.loads(got))
 
+    def wait_sdk_reply(self, ident: int) -> None:
+        """Until the SDK has replied to request ``ident`` and lore's handshake has dealt with the reply."""
+        self.release.set()
+        with self.sdk_replied:
+            assert self.sdk_replied.wait_for(lambda: ident in self.sdk_replies, 60), self.sdk_replies
+
     def finish(self) -> bytes:
         """Close the server's stdin; what it wrote after, once it has exited."""
         self.release.set()
@@ -170,15 +201,14 @@ def remembered(data_dir: Path) -> Handshakes:
     pytest.importorskip("mcp")
     from lore import capture
     from lore.agent.mcp_start import remember_handshakes
-    from lore.paths import Locations
     from lore.store import Store
 
     store = Store(data_dir, actor="test")
     store.init()
     capture.remember(store, "Use PgBouncer in transaction mode for Postgres pooling", project="acme-api")
-    versions = remember_handshakes(Locations.resolve(data_dir))
+    versions = remember_handshakes(resolve_locations(data_dir), settings=settings())
     assert VERSION in versions and "2024-11-05" in versions
-    cache = Handshakes.load()
+    cache = Handshakes.load(cache_path(settings()))
     assert cache.get("initialize", VERSION) is not None and cache.get("tools/list", VERSION) is not None
     return cache
 
@@ -206,14 +236,14 @@ def test_the_handshake_is_answered_before_the_sdk_loads_and_the_sdk_serves_the_r
 
 def test_a_first_start_waits_for_the_sdk_and_remembers_its_answers(data_dir: Path) -> None:
     pytest.importorskip("mcp")
-    assert not cache_path().exists()
+    assert not cache_path(settings()).exists()
     wire = Wire(data_dir, gated=False)
     wire.send(initialize())
     first = wire.reply()
     wire.send(INITIALIZED, tools_list())
     listed = wire.reply()
     assert wire.finish() == b""
-    cache = Handshakes.load()
+    cache = Handshakes.load(cache_path(settings()))
     assert cache.get("initialize", VERSION) == first["result"]
     assert cache.get("tools/list", first["result"]["protocolVersion"]) == listed["result"]
 
@@ -227,9 +257,11 @@ def test_a_stale_answer_is_replaced_by_the_sdks(remembered: Handshakes, data_dir
     wire.send(initialize(), INITIALIZED, tools_list())
     assert wire.reply()["id"] == 1
     assert wire.reply() == {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}
+    # The end of input cancels what the SDK has not answered yet: close stdin only after its reply to 2.
+    wire.wait_sdk_reply(2)
     assert wire.finish() == b""
     assert "the remembered answer to tools/list (protocol 2025-06-18)" in capsys.readouterr().err
-    assert Handshakes.load().get("tools/list", VERSION) == right
+    assert Handshakes.load(cache_path(settings())).get("tools/list", VERSION) == right
 
 
 def test_the_sdk_client_accepts_a_remembered_handshake(remembered: Handshakes) -> None:

@@ -27,6 +27,7 @@ from lore.rank.stages import (
     rank,
 )
 from lore.render.text import shorten
+from tests.conftest import resolve_locations
 
 DAY = 86400.0
 NOW = 1_800_000_000.0
@@ -385,7 +386,7 @@ def test_hyde_template_and_phrases() -> None:
 
 @pytest.fixture(scope="module")
 def centroids() -> dict[str, list[float]]:
-    from lore.index.embedder import get_query_encoder
+    from lore.embedder import get_query_encoder
 
     return intent.compute_centroids(get_query_encoder().encode)
 
@@ -406,7 +407,7 @@ def test_every_intent_has_a_centroid(centroids) -> None:
     ],
 )
 def test_canonical_queries_get_their_intent(centroids, query: str, expected: str) -> None:
-    from lore.index.embedder import get_query_encoder
+    from lore.embedder import get_query_encoder
 
     vector = get_query_encoder().encode([query])[0]
     assert intent.classify(vector, centroids, query).intent == expected
@@ -487,7 +488,6 @@ def test_intent_option_favours_records_whose_chain_matches(data_dir, cli) -> Non
 def _search_store(data_dir) -> object:
     from lore import capture
     from lore.capture import WriteOptions
-    from lore.paths import Locations
     from lore.search import SearchSession
     from lore.store import Store
 
@@ -497,7 +497,7 @@ def _search_store(data_dir) -> object:
                  "Keep secrets in Vault and inject them at container start",
                  "Store money as integer minor units, never floats"):  # fmt: skip
         capture.remember(store, text, project="p", options=WriteOptions(check_duplicates=False))
-    return SearchSession(Locations(data_dir, data_dir.parent / "index"))
+    return SearchSession(resolve_locations(data_dir, data_dir.parent / "index"))
 
 
 def test_default_weights_are_fixed_and_zero_weight_channels_are_skipped(data_dir) -> None:
@@ -576,12 +576,11 @@ def test_metadata_does_not_overturn_a_clear_difference_in_evidence() -> None:
     ("how do we retry failed stripe charges", {"dec-d0a58788", "dec-d6ba0ba6"}),
 ])  # fmt: skip
 def test_the_demo_data_answers_plain_questions_first(tmp_path, query: str, expected: set[str]) -> None:
-    from lore.paths import Locations
     from lore.rank.pipeline import SearchOptions
     from lore.search import SearchSession, search
-    from tests.conftest import PROJECT_ROOT
+    from tests.conftest import PROJECT_ROOT, resolve_locations
 
-    session = SearchSession(Locations(PROJECT_ROOT / "data", tmp_path / "demo-index"))
+    session = SearchSession(resolve_locations(PROJECT_ROOT / "data", tmp_path / "demo-index"))
     response = search(session, query, SearchOptions(limit=3, now=NOW), log_access=False, use_llm=False)
     assert response.hits[0].id in expected
 

@@ -20,6 +20,7 @@ from lore.agent import client
 from lore.agent.remote import parse
 from lore.index.manager import IndexManager
 from lore.paths import Locations
+from tests.conftest import resolve_locations, settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 QUERY = "how do we retry failed stripe charges"
@@ -52,7 +53,7 @@ def lore(*args: str) -> subprocess.CompletedProcess[str]:
 
 def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
-    while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, index_dir) != "pong":
+    while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, index_dir, settings()) != "pong":
         if time.monotonic() > end:
             pytest.fail("the helper did not answer a ping")
         time.sleep(0.05)
@@ -61,7 +62,7 @@ def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
 @pytest.fixture
 def helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Locations]:
     shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     IndexManager(locations).build()
     monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
     monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
@@ -75,7 +76,7 @@ def helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Location
 
 
 def answered_by_helper(locations: Locations) -> int:
-    status = client.read_status(locations.index_dir)
+    status = client.read_status(locations.index_dir, settings())
     return int(status.get("requests", 0)) if status else 0
 
 

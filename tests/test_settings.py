@@ -10,6 +10,7 @@ import pytest
 
 from lore.errors import UsageError
 from lore.settings import Settings
+from tests.conftest import resolve_locations
 
 
 def test_unset_and_empty_variables_mean_the_defaults() -> None:
@@ -71,13 +72,12 @@ def test_the_cli_rejects_a_bad_setting_with_the_variable_named(cli, data_dir: Pa
 def test_the_mcp_server_rejects_what_the_cli_rejects(data_dir: Path, monkeypatch) -> None:
     pytest.importorskip("mcp")
     from lore.agent.mcp import LoreMCP
-    from lore.paths import Locations
 
     monkeypatch.setenv("LORE_INDEX_REFRESH", "bogus")  # the server used to hand this to the index as a policy
     with pytest.raises(UsageError, match="LORE_INDEX_REFRESH='bogus' is not a policy"):
-        LoreMCP(Locations.resolve())
+        LoreMCP(resolve_locations())
     monkeypatch.setenv("LORE_INDEX_REFRESH", "WARN")
-    assert LoreMCP(Locations.resolve()).settings.index_refresh == "warn"
+    assert LoreMCP(resolve_locations()).settings.index_refresh == "warn"
 
 
 def test_the_library_reads_the_settings_when_constructed(monkeypatch) -> None:
@@ -101,3 +101,38 @@ def test_a_bad_setting_never_fails_a_hook(monkeypatch, tmp_path: Path, hook: str
     assert out.getvalue() == ""
     log = (tmp_path / "cache" / "hook.log").read_text()
     assert "UsageError: LORE_HOOK_DEADLINE_MS='soon' is not valid" in log
+
+
+def test_the_directories_are_those_of_the_settings_passed_not_of_the_environment(monkeypatch, tmp_path: Path) -> None:
+    # lore.paths read LORE_*_DIR from the environment itself (the warm helper rewrote os.environ so
+    # that those reads saw absolute paths); now whoever read the settings passes them down.
+    from lore.paths import Locations, cache_dir, state_dir
+
+    for name in ("LORE_DATA_DIR", "LORE_INDEX_DIR", "LORE_STATE_DIR", "LORE_CACHE_DIR", "LORE_EMBED_MODEL"):
+        monkeypatch.setenv(name, str(tmp_path / "from-the-environment"))
+    given = Settings(data_dir=str(tmp_path / "d"), index_dir=str(tmp_path / "i"), state_dir=str(tmp_path / "s"),
+                     cache_dir=str(tmp_path / "c"), embed_model="some/model")  # fmt: skip
+    locations = Locations.resolve(None, None, given)
+    assert (locations.data_dir, locations.index_dir, locations.state_dir) == (tmp_path / "d", tmp_path / "i", tmp_path / "s")
+    assert locations.embed_model == "some/model" and cache_dir(given) == tmp_path / "c" and state_dir(given) == tmp_path / "s"
+    assert locations.access_log.parent == tmp_path / "s" / "access"
+    # Without lore's own variables: the XDG ones (read with the rest by Settings.from_env), then the home dir.
+    xdg = Settings.from_env({"XDG_CACHE_HOME": str(tmp_path / "xc"), "XDG_STATE_HOME": str(tmp_path / "xs"),
+                             "XDG_DATA_HOME": str(tmp_path / "xd")})  # fmt: skip
+    assert (cache_dir(xdg), state_dir(xdg)) == (tmp_path / "xc" / "lore", tmp_path / "xs" / "lore")
+    resolved = Locations.resolve(None, None, xdg)
+    assert resolved.data_dir == tmp_path / "xd" / "lore" and resolved.index_dir.parent == tmp_path / "xc" / "lore" / "indexes"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir(Settings()) == tmp_path / "home" / ".cache" / "lore"
+
+
+def test_the_warm_search_client_reads_the_directories_as_the_settings_do(tmp_path: Path) -> None:
+    # lore.agent.remote reads them itself: lore.settings imports typing, ~3 ms on every warm search.
+    from lore.agent.remote import EnvironmentDirectories
+
+    environ = {name: f" {tmp_path / name} " for _, name in EnvironmentDirectories.VARIABLES}
+    for given in ({}, environ, {name: "" for name in environ}):
+        settings, light = Settings.from_env(given), EnvironmentDirectories(given)
+        assert {field: getattr(light, field) for field, _ in EnvironmentDirectories.VARIABLES} == {
+            field: getattr(settings, field) for field, _ in EnvironmentDirectories.VARIABLES}
+    assert set(EnvironmentDirectories.__slots__) == {field for field, _ in EnvironmentDirectories.VARIABLES}

@@ -21,8 +21,8 @@ import orjson
 
 import lore
 from lore.bench.corpora import decision_raw, write_decisions
+from lore.embedder import BUNDLED_MODEL_DIR, BUNDLED_MODEL_SHA256, bundled_model_digest, model_identity
 from lore.index.build import EMBED_PROCESS_THRESHOLD
-from lore.index.embedder import BUNDLED_MODEL_DIR, BUNDLED_MODEL_SHA256, bundled_model_digest, model_identity
 from lore.interpreter import lore_argv, python_argv
 
 LORE_PACKAGE = Path(lore.__file__).resolve().parent
@@ -74,7 +74,7 @@ def test_the_bundled_model_identity_is_its_content_not_its_path_or_mtime(tmp_pat
     """Another copy of lore (other path, other mtimes) names the bundled model as this one does."""
     marker = tmp_path / "imported"
     checkout = fake_checkout(tmp_path / "checkout", marker)
-    code = "from lore.index.embedder import model_identity; print(model_identity())"
+    code = "from lore.embedder import model_identity; print(model_identity(None))"
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     other = subprocess.run(python_argv("-c", code), env=env, capture_output=True, text=True, check=True, timeout=60)
     assert marker.exists()  # that process did run the copy

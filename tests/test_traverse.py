@@ -13,6 +13,7 @@ from lore.bench import corpora
 from lore.index.graph import Adjacency, GraphEdge
 from lore.rank.stages import Candidate, QueryContext
 from lore.rank.traverse import RELATION_WEIGHTS, expand, neighbour_ranking
+from tests.conftest import resolve_locations
 
 T0 = "2026-01-01T00:00:00Z"
 NOW = corpora.epoch(T0) + 7 * 86400.0
@@ -68,9 +69,8 @@ def ids(results: list[dict]) -> list[str]:
 
 def open_reader(data_dir: Path):  # type: ignore[no-untyped-def]
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
 
-    reader, warnings = IndexManager(Locations.resolve(data_dir)).open(policy="refresh")
+    reader, warnings = IndexManager(resolve_locations(data_dir)).open(policy="refresh")
     assert warnings == []
     return reader
 

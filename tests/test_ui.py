@@ -26,6 +26,7 @@ from lore.store import Store
 from lore.ui.html import Markup, esc, tag
 from lore.ui.memory import Memory
 from lore.ui.server import UiServer
+from tests.conftest import resolve_locations
 
 PROJECT = "acme-api"
 XSS_TITLE = 'Escape <script>alert("lore-xss")</script> in stored titles'
@@ -68,7 +69,7 @@ def _serve(memory: Memory) -> tuple[UiServer, threading.Thread]:
 def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ui]:
     """A small memory with a supersession chain, a contradiction, a derived pattern, and hostile text; indexed."""
     root = tmp_path_factory.mktemp("ui")
-    locations = Locations(root / "data", root / "index")
+    locations = resolve_locations(root / "data", root / "index")
     store = Store(locations.data_dir, actor="test")
     store.init()
     plain = WriteOptions(check_duplicates=False)
@@ -307,9 +308,9 @@ def test_the_view_is_read_only(ui: Ui) -> None:
 def test_the_view_follows_the_files(initialised: Path) -> None:
     """A record written while the server runs shows on the next page (no restart, no index needed)."""
     store = Store(initialised, actor="test")
-    server, thread = _serve(Memory(Locations.resolve(initialised), current_project=PROJECT))
+    server, thread = _serve(Memory(resolve_locations(initialised), current_project=PROJECT))
     try:
-        ui = Ui(server, f"http://127.0.0.1:{server.port}", server.token, Locations.resolve(initialised), {})
+        ui = Ui(server, f"http://127.0.0.1:{server.port}", server.token, resolve_locations(initialised), {})
         assert "Adopt structured logging" not in ui.get("/timeline")[2]
         record = capture.remember(store, "Adopt structured logging everywhere", project=PROJECT,
                                   options=WriteOptions(check_duplicates=False)).record  # fmt: skip
@@ -335,7 +336,7 @@ def test_lore_ui_prints_its_url_first_and_serves_until_interrupted(initialised: 
         match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\?token=([A-Za-z0-9_-]{20,})", first)
         assert match, first
         port, token = int(match.group(1)), match.group(2)
-        ui = Ui(None, f"http://127.0.0.1:{port}", token, Locations.resolve(initialised), {})  # type: ignore[arg-type]
+        ui = Ui(None, f"http://127.0.0.1:{port}", token, resolve_locations(initialised), {})  # type: ignore[arg-type]
         assert ui.get("/")[0] == 200
         assert ui.get("/", token=None)[0] == 403
         assert ui.get("/", method="POST")[0] == 405

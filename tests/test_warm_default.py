@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from lore.agent import client
-from lore.paths import Locations
+from tests.conftest import resolve_locations, settings
 
 PROMPT = "add jittered exponential backoff around the payment provider charge call"
 START_TIMEOUT_S = 60.0  # a cold helper imports numpy and the model; on a busy 2-core machine, seconds
@@ -66,11 +66,11 @@ def helper_pids(index_dir: Path) -> list[int]:
 
 def answered_by_helper(index_dir: Path, requests: int) -> bool:
     """The helper counts a request once it has replied (its status file may lag the reply a moment)."""
-    return (client.read_status(index_dir) or {}).get("requests") == requests
+    return (client.read_status(index_dir, settings()) or {}).get("requests") == requests
 
 
 def server_log(index_dir: Path) -> str:
-    path = client.server_paths(index_dir)["log"]
+    path = client.server_paths(index_dir, settings())["log"]
     return path.read_text(errors="replace") if path.exists() else ""
 
 
@@ -78,11 +78,11 @@ def server_log(index_dir: Path) -> str:
 def auto(indexed: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The default: LORE_SERVER unset. Whatever helper a test starts is stopped after it."""
     monkeypatch.delenv("LORE_SERVER")
-    index_dir = Locations.resolve(indexed).index_dir
+    index_dir = resolve_locations(indexed).index_dir
     try:
         yield index_dir
     finally:
-        client.stop(index_dir)
+        client.stop(index_dir, settings())
         for pid in helper_pids(index_dir):
             os.kill(pid, 9)
 
@@ -95,7 +95,7 @@ def test_session_start_starts_the_helper_in_the_background_and_the_first_prompt_
     started = hook("session-start", session_event())
     assert (started.returncode, started.stderr) == (0, b"")
     # The hook returned before the helper was ready (it never waits for it); the helper comes up on its own.
-    status = wait_for(lambda: client.read_status(auto), what="the helper's status")
+    status = wait_for(lambda: client.read_status(auto, settings()), what="the helper's status")
     assert isinstance(status, dict) and status["requests"] == 0
     answered = hook("prompt", prompt_event())
     context = json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]
@@ -108,7 +108,7 @@ def test_session_start_starts_the_helper_in_the_background_and_the_first_prompt_
 def test_the_prompt_hook_starts_a_missing_helper_without_waiting_for_it(auto: Path) -> None:
     first = hook("prompt", prompt_event())
     assert "exponential backoff" in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]  # in-process
-    status = wait_for(lambda: client.read_status(auto), what="the helper the prompt hook started")
+    status = wait_for(lambda: client.read_status(auto, settings()), what="the helper the prompt hook started")
     assert isinstance(status, dict)
     hook("prompt", prompt_event())
     wait_for(lambda: answered_by_helper(auto, 1), timeout=10, what="the helper to count the request it answered")
@@ -127,7 +127,7 @@ def test_racing_hooks_leave_one_helper_per_index(auto: Path) -> None:
         process.stdin.close()
     for process in runs:
         assert process.wait(timeout=120) == 0
-    status = wait_for(lambda: client.read_status(auto), what="a serving helper")
+    status = wait_for(lambda: client.read_status(auto, settings()), what="a serving helper")
     assert isinstance(status, dict)
     wait_for(lambda: helper_pids(auto) == [status["pid"]], timeout=30, what="exactly one helper")
 
@@ -138,7 +138,7 @@ def test_disabled_by_command_or_environment_starts_nothing(auto: Path, cli) -> N
     assert hook("prompt", prompt_event()).returncode == 0
     assert cli("server", "enable").stdout.startswith("lore server auto-start enabled")
     assert hook("prompt", prompt_event(), {"LORE_SERVER": "off"}).returncode == 0
-    paths = client.server_paths(auto)
+    paths = client.server_paths(auto, settings())
     assert not paths["spawn"].exists() and not paths["status"].exists()
     assert helper_pids(auto) == []
 
@@ -147,31 +147,31 @@ def test_no_data_dir_starts_nothing(auto: Path, indexed: Path) -> None:
     shutil.rmtree(indexed)
     assert hook("session-start", session_event()).returncode == 0
     assert hook("prompt", prompt_event()).returncode == 0
-    assert not client.server_paths(auto)["spawn"].exists()
+    assert not client.server_paths(auto, settings())["spawn"].exists()
     assert helper_pids(auto) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("remove", ["data dir", "index dir"])
 def test_the_helper_exits_when_its_data_or_index_dir_disappears(auto: Path, indexed: Path, remove: str) -> None:
-    pid = client.start_detached(auto, idle=600, data_dir=indexed)
-    wait_for(lambda: client.read_status(auto), what="the helper's status")
+    pid = client.start_detached(auto, settings(), idle=600, data_dir=indexed)
+    wait_for(lambda: client.read_status(auto, settings()), what="the helper's status")
     shutil.rmtree(indexed if remove == "data dir" else auto)
     wait_for(lambda: not client._alive(pid), timeout=30, what=f"the helper to exit after its {remove} went")
     assert f"lore server exiting: {remove} gone" in server_log(auto)
-    assert not client.server_paths(auto)["socket"].exists()
+    assert not client.server_paths(auto, settings())["socket"].exists()
 
 
 @pytest.mark.slow
 def test_the_helper_exits_past_its_memory_bound_and_after_its_idle_time(auto: Path, indexed: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setenv("LORE_SERVER_MAX_RSS_MB", "32")  # the floor; a warm helper holds numpy and the model
-    pid = client.start_detached(auto, idle=600, data_dir=indexed)
+    pid = client.start_detached(auto, settings(), idle=600, data_dir=indexed)
     wait_for(lambda: not client._alive(pid), what="the helper to exit past its memory bound")
     assert "above the 32 MiB bound" in server_log(auto)
     monkeypatch.delenv("LORE_SERVER_MAX_RSS_MB")
-    pid = client.start_detached(auto, idle=1, data_dir=indexed)
-    wait_for(lambda: client.read_status(auto), what="the helper's status")
+    pid = client.start_detached(auto, settings(), idle=1, data_dir=indexed)
+    wait_for(lambda: client.read_status(auto, settings()), what="the helper's status")
     wait_for(lambda: not client._alive(pid), timeout=30, what="the helper to exit when idle")
     assert "lore server exiting: idle" in server_log(auto)
     assert helper_pids(auto) == []
@@ -215,8 +215,8 @@ def test_session_start_asks_a_warm_helper_and_skips_the_store_imports(auto: Path
     cold = json.loads(subprocess.run([sys.executable, "-c", SESSION_START_WARM, str(Path.cwd())], capture_output=True,
                                      text=True, check=True, env={**os.environ, "LORE_SERVER": "off"}).stdout)  # fmt: skip
     assert "Charge retries wired" in cold["out"] and cold["store"]
-    client.start_detached(auto, idle=600, data_dir=indexed)
-    wait_for(lambda: client.read_status(auto), what="the helper's status")
+    client.start_detached(auto, settings(), idle=600, data_dir=indexed)
+    wait_for(lambda: client.read_status(auto, settings()), what="the helper's status")
     warm = json.loads(subprocess.run([sys.executable, "-c", SESSION_START_WARM, str(Path.cwd())], capture_output=True,
                                      text=True, check=True).stdout)  # fmt: skip
     assert warm["out"] == cold["out"]
@@ -229,7 +229,7 @@ import sys
 from pathlib import Path
 from lore.agent.client import ensure_started
 from lore.settings import Settings
-print(ensure_started(Path(sys.argv[1]), Path(sys.argv[2]), server=Settings.from_env().server), flush=True)
+print(ensure_started(Path(sys.argv[1]), Path(sys.argv[2]), Settings.from_env()), flush=True)
 sys.stdin.readline()  # a hook still working: the helper must not warm up beside it
 """
 
@@ -244,7 +244,7 @@ def test_a_helper_spawned_by_a_hook_warms_up_only_once_the_hook_has_exited(auto:
         # A helper for this small store is ready in well under a second when it does not wait.
         end = time.monotonic() + 1.5
         while time.monotonic() < end:
-            assert client.read_status(auto) is None, "the helper warmed up while its caller was still running"
+            assert client.read_status(auto, settings()) is None, "the helper warmed up while its caller was still running"
             assert client._alive(pid)
             time.sleep(0.05)
         caller.stdin.close()
@@ -252,5 +252,5 @@ def test_a_helper_spawned_by_a_hook_warms_up_only_once_the_hook_has_exited(auto:
     finally:
         if caller.poll() is None:
             caller.kill()
-    status = wait_for(lambda: client.read_status(auto), what="the helper once its caller exited")
+    status = wait_for(lambda: client.read_status(auto, settings()), what="the helper once its caller exited")
     assert isinstance(status, dict) and status["pid"] == pid

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
+    from lore.paths import Directories
+    from lore.settings import Settings
+
 DEFAULT_IDLE_S = 600
 # A helper spawned by a hook waits this long at most for the hook to exit before it warms up.
 AFTER_CALLER_S = 2.0
@@ -42,10 +45,11 @@ def _key(index_dir: Path) -> str:
     return sha1(str(index_dir.absolute()).encode()).hexdigest()[:12]
 
 
-def server_paths(index_dir: Path) -> dict[str, Path]:
+def server_paths(index_dir: Path, settings: Directories) -> dict[str, Path]:
+    """The helper's files for ``index_dir``, in the cache dir of ``settings``."""
     from lore.paths import cache_dir
 
-    base = cache_dir() / "server"
+    base = cache_dir(settings) / "server"
     key = _key(index_dir)
     return {"dir": base, "socket": base / f"{key}.sock", "lock": base / f"{key}.lock", "status": base / f"{key}.json",
             "spawn": base / f"{key}.spawn", "log": base / f"{key}.log"}  # fmt: skip
@@ -64,32 +68,26 @@ def running_lore() -> dict[str, str]:
             "python": sys.executable}  # fmt: skip
 
 
-def _current_index_dir() -> Path:
-    from lore.paths import Locations
-
-    return Locations.resolve().index_dir
-
-
-def auto_start_enabled(server: bool | None) -> bool:
+def auto_start_enabled(settings: Settings) -> bool:
     """Whether the hooks start the helper: ``LORE_SERVER`` (``Settings.server``) when set, else not ``lore server disable``."""
-    if server is not None:
-        return server
+    if settings.server is not None:
+        return settings.server
     from lore.paths import state_dir
 
-    return not (state_dir() / "server-off").exists()
+    return not (state_dir(settings) / "server-off").exists()
 
 
-def ask_server(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> str | None:
+def ask_server(request: dict[str, Any], deadline: float, index_dir: Path, settings: Directories) -> str | None:
     """Send a request to the running helper; None when none answers in time (the caller works in-process)."""
-    reply = ask_server_reply(request, deadline, index_dir)
+    reply = ask_server_reply(request, deadline, index_dir, settings)
     text = reply.get("text") if reply is not None else None
     return text if isinstance(text, str) else None
 
 
-def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path | None = None) -> dict[str, Any] | None:
+def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path,
+                     settings: Directories) -> dict[str, Any] | None:  # fmt: skip
     """The helper's whole reply to ``request`` when it says ``ok``; None when none answers in time, or it declines."""
-    index_dir = index_dir or _current_index_dir()
-    paths = server_paths(index_dir)
+    paths = server_paths(index_dir, settings)
     if not paths["socket"].exists():
         return None
     remaining = deadline - time.monotonic()
@@ -125,7 +123,7 @@ def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path |
     return reply
 
 
-def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
+def start_detached(index_dir: Path, settings: Directories, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
                    after_caller: bool = False, settle_s: float = 0.0) -> int:  # fmt: skip
     """Start a helper in its own session (it outlives this process by design); return its pid.
 
@@ -141,8 +139,8 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     (lore.__main__ does the waiting), so the hook that spawns it, and a prompt sent
     right after a session start, do not share the CPU with its warm-up on a small machine.
     """
-    index_dir = (index_dir or _current_index_dir()).absolute()
-    paths = server_paths(index_dir)
+    index_dir = index_dir.absolute()
+    paths = server_paths(index_dir, settings)
     paths["dir"].mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "LORE_INDEX_DIR": str(index_dir)}
     if data_dir is not None:
@@ -172,17 +170,17 @@ def start_detached(index_dir: Path | None = None, idle: int = DEFAULT_IDLE_S, da
     return process.pid
 
 
-def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0, *, server: bool | None) -> int | None:
+def ensure_started(index_dir: Path, data_dir: Path, settings: Settings, settle_s: float = 0.0) -> int | None:
     """Start a helper for ``index_dir`` in the background unless one serves or is starting.
 
     Never waits for it: the caller (a hook) answers this prompt without it. Returns the
     new helper's pid, or None when none was started (disabled, no data dir, one runs,
     or one died moments ago). Costs a few stat calls when a helper runs.
     """
-    if not auto_start_enabled(server) or not data_dir.is_dir():
+    if not auto_start_enabled(settings) or not data_dir.is_dir():
         return None
-    paths = server_paths(index_dir)
-    if read_status(index_dir) is not None:
+    paths = server_paths(index_dir, settings)
+    if read_status(index_dir, settings) is not None:
         return None
     try:
         spawned = json.loads(paths["spawn"].read_text())
@@ -193,7 +191,7 @@ def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0, *, se
         return None  # still warming up (it writes its status once it serves)
     if 0.0 <= time.time() - at < SPAWN_RETRY_S:
         return None
-    pid = start_detached(index_dir, data_dir=data_dir, after_caller=True, settle_s=settle_s)
+    pid = start_detached(index_dir, settings, data_dir=data_dir, after_caller=True, settle_s=settle_s)
     with contextlib.suppress(OSError):
         tmp = paths["spawn"].with_name(f"{paths['spawn'].name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps({"pid": pid, "at": time.time()}))
@@ -201,8 +199,8 @@ def ensure_started(index_dir: Path, data_dir: Path, settle_s: float = 0.0, *, se
     return pid
 
 
-def read_status(index_dir: Path | None = None) -> dict[str, Any] | None:
-    paths = server_paths(index_dir or _current_index_dir())
+def read_status(index_dir: Path, settings: Directories) -> dict[str, Any] | None:
+    paths = server_paths(index_dir, settings)
     try:
         status = json.loads(paths["status"].read_text())
     except (OSError, ValueError):
@@ -230,10 +228,10 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _warming_pid(index_dir: Path) -> int | None:
+def _warming_pid(index_dir: Path, settings: Directories) -> int | None:
     """A helper the hooks spawned that has not announced itself yet (Linux: checked against its command line)."""
     try:
-        pid = int(json.loads(server_paths(index_dir)["spawn"].read_text())["pid"])
+        pid = int(json.loads(server_paths(index_dir, settings)["spawn"].read_text())["pid"])
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
             words = cmdline.read().split(b"\0")
     except (OSError, ValueError, KeyError, TypeError):
@@ -241,11 +239,10 @@ def _warming_pid(index_dir: Path) -> int | None:
     return pid if b"server" in words and b"run" in words and _alive(pid) else None
 
 
-def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
+def stop(index_dir: Path, settings: Directories, timeout: float = 5.0) -> int | None:
     """Stop the helper for the index (serving or still warming up); return its pid, or None if none ran."""
-    index_dir = index_dir or _current_index_dir()
-    status = read_status(index_dir)
-    pid = int(status["pid"]) if status is not None else _warming_pid(index_dir)
+    status = read_status(index_dir, settings)
+    pid = int(status["pid"]) if status is not None else _warming_pid(index_dir, settings)
     if pid is None:
         return None
     import signal
@@ -262,5 +259,5 @@ def stop(index_dir: Path | None = None, timeout: float = 5.0) -> int | None:
             os.kill(pid, signal.SIGKILL)
     # Stopped on purpose, not crashed: the next hook may start a fresh one at once.
     with contextlib.suppress(OSError):
-        server_paths(index_dir)["spawn"].unlink()
+        server_paths(index_dir, settings)["spawn"].unlink()
     return pid

@@ -72,13 +72,17 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     except LoreError as error:
         sys.stderr.write(f"lore server exiting: {error.message}\n")
         return 1
-    locations = Locations.resolve()
-    for name in ("LORE_CACHE_DIR", "LORE_STATE_DIR"):  # read again later, after the chdir below
-        if os.environ.get(name):
-            os.environ[name] = os.path.abspath(os.path.expanduser(os.environ[name]))
+    # Absolute before the chdir below, for this process and the children it starts.
+    settings = settings._replace(**{name: os.path.abspath(os.path.expanduser(value)) for name in _DIRECTORIES
+                                    if (value := getattr(settings, name))})  # fmt: skip
+    locations = Locations.resolve(None, None, settings)
+    from lore.agent.log import use_cache_dir
+    from lore.paths import cache_dir
+
+    use_cache_dir(cache_dir(settings))
     with contextlib.suppress(OSError):
         os.chdir("/")  # a daemon pins no directory (its locations are absolute)
-    paths = server_paths(locations.index_dir)
+    paths = server_paths(locations.index_dir, settings)
     paths["dir"].mkdir(parents=True, exist_ok=True)
     # The lock first, before the heavy imports: a second helper started by a racing hook
     # leaves within milliseconds.
@@ -115,7 +119,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         if reader.has_vectors:
             session.get_encoder()
             session.get_centroids(reader)
-        from lore.index import analysis
+        from lore import analysis
 
         analysis.terms("warm the stemmer")
     generation = reader.directory
@@ -241,6 +245,8 @@ REFRESH_RETRY_S = 30.0
 REFRESH_LOCK_S = 120.0
 _REFRESH_CHILD = "from lore.agent.daemon import refresh_child; raise SystemExit(refresh_child())"
 # The refresh runs beside the helper and the prompt hooks: keep it to one core.
+# The settings naming directories a user may give relative to where the helper was started.
+_DIRECTORIES = ("cache_dir", "state_dir")
 _ONE_CORE = {"RAYON_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
              "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
 
@@ -439,9 +445,10 @@ def refresh_child() -> int:
         os.nice(10)  # prompts (the hook and the helper) come first
     from lore.index.manager import IndexManager
     from lore.paths import Locations
+    from lore.settings import Settings
 
-    try:
-        IndexManager(Locations.resolve()).build(lock_timeout=REFRESH_LOCK_S)
+    try:  # a process of its own: its entry point reads the settings (a bad value is reported like a failure)
+        IndexManager(Locations.resolve(None, None, Settings.from_env())).build(lock_timeout=REFRESH_LOCK_S)
     except Exception as exc:
         sys.stderr.write(f"lore server: index refresh failed: {exc!r}\n")
         return 1

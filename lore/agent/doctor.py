@@ -177,11 +177,11 @@ def check_helper(side: AgentSide, locations: Locations, settings: Settings, live
     from lore.agent import client
 
     index_dir = locations.index_dir
-    status = client.read_status(index_dir)
-    auto = client.auto_start_enabled(settings.server)
+    status = client.read_status(index_dir, settings)
+    auto = client.auto_start_enabled(settings)
     side.helper = {"running": status is not None, "auto_start": auto}
     if status is None:
-        warming = client._warming_pid(index_dir)
+        warming = client._warming_pid(index_dir, settings)
         if warming is not None:
             side.helper["pid"] = warming
             side.lines.append(f"Helper: starting (pid {warming})")
@@ -194,9 +194,9 @@ def check_helper(side: AgentSide, locations: Locations, settings: Settings, live
     pid = status.get("pid")
     side.helper.update({"pid": pid, "generation": status.get("generation"), "revision": status.get("revision"),
                         "requests": status.get("requests"), "lore": status.get("lore")})  # fmt: skip
-    where = str(client.server_paths(index_dir)["status"])
+    where = str(client.server_paths(index_dir, settings)["status"])
     stop = "`lore server stop` (the next prompt starts a fresh one)"
-    reply = client.ask_server_reply({"op": "ping"}, time.monotonic() + HELPER_ANSWER_S, index_dir)
+    reply = client.ask_server_reply({"op": "ping"}, time.monotonic() + HELPER_ANSWER_S, index_dir, settings)
     side.helper["answers"] = reply is not None
     if reply is None:
         side.problems.append(Problem("helper", where, f"the helper (pid {pid}) does not answer on its socket: "
@@ -221,7 +221,7 @@ def check_helper(side: AgentSide, locations: Locations, settings: Settings, live
         while (status is not None and (status.get("generation"), status.get("revision")) != (directory.name, meta.revision)
                and time.monotonic() < end):  # fmt: skip
             time.sleep(0.1)
-            status = client.read_status(index_dir)
+            status = client.read_status(index_dir, settings)
         if status is None:
             side.lines.append(f"Helper: pid {pid} exited while checked")
             return
@@ -258,12 +258,12 @@ def _routine(kind: str, message: str) -> bool:
     return kind == "server" and message.startswith(_ROUTINE_EXITS)
 
 
-def check_hook_log(side: AgentSide, now: float | None = None) -> None:
+def check_hook_log(side: AgentSide, settings: Settings, now: float | None = None) -> None:
     from calendar import timegm
 
     from lore.paths import cache_dir
 
-    path = cache_dir() / "hook.log"
+    path = cache_dir(settings) / "hook.log"
     now = time.time() if now is None else now
     errors = [entry for entry in read_hook_log(path) if not _routine(entry[1], entry[2])]
 
@@ -302,5 +302,5 @@ def diagnose_agent_side(locations: Locations, settings: Settings, cwd: Path | No
     check_settings(side, settings)
     live = check_index(side, locations)
     check_helper(side, locations, settings, live)
-    check_hook_log(side)
+    check_hook_log(side, settings)
     return side

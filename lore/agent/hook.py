@@ -20,7 +20,7 @@ import time
 from typing import NamedTuple  # loaded with lore.settings anyway
 
 from lore.agent.log import log_failure
-from lore.agent.prompt import context_for_prompt
+from lore.agent.prompt import cold_context_for_prompt, context_for_prompt
 from lore.settings import DEFAULT_HOOK_BUDGET, DEFAULT_HOOK_DEADLINE_MS, Settings
 
 # Importing typing costs ~5-25 ms; the hook only needs it for the type checker.
@@ -227,7 +227,7 @@ def _user_input(line: bytes) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def new_turn(event: dict[str, Any]) -> tuple[str, bool] | None:
+def new_turn(event: dict[str, Any], settings: Settings) -> tuple[str, bool] | None:
     """For a pre-model event (Antigravity's PreInvocation): the user's prompt if this call starts a new turn.
 
     Returns (prompt, first turn of the conversation) at the first model call of a
@@ -244,9 +244,9 @@ def new_turn(event: dict[str, Any]) -> tuple[str, bool] | None:
         log_failure("no-user-input", f"no user input found in {transcript}; injected nothing")
         return None
     prompt, key = found
-    from lore.paths import state_dir
+    from lore.paths import safe_name, state_dir
 
-    path = state_dir() / "turns" / _safe_name(event_session_id(event) or transcript)
+    path = state_dir(settings) / "turns" / safe_name(event_session_id(event) or transcript)
     try:
         previous: str | None = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -280,16 +280,8 @@ def is_trivial(prompt: str) -> bool:
     return not stripped or stripped.startswith("/") or content_word_count(stripped) < 3
 
 
-def session_opted_out(session_id: str | None) -> bool:
-    if not session_id:
-        return False
-    from lore.paths import state_dir
-
-    return (state_dir() / "hook-off" / _safe_name(session_id)).exists()
-
-
-def _safe_name(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", value)[:120] or "_"
+def session_opted_out(session_id: str | None, settings: Settings) -> bool:
+    return session_id is not None and opt_out_path(session_id, settings).exists()
 
 
 def read_event(stream: Any) -> dict[str, Any]:
@@ -306,15 +298,15 @@ def read_event(stream: Any) -> dict[str, Any]:
     return event
 
 
-def remember_last_prompt(session_id: str | None, prompt: str, handoff: bool) -> None:
+def remember_last_prompt(session_id: str | None, prompt: str, settings: Settings) -> None:
     """Keep the session's last prompt (scrubbed, short) for an optional handoff stub (``LORE_HOOK_HANDOFF=on``)."""
-    if not session_id or not handoff:
+    if not session_id or not settings.hook_handoff:
         return
     try:
-        from lore.paths import state_dir
+        from lore.paths import safe_name, state_dir
         from lore.scrub import scrub
 
-        path = state_dir() / "sessions" / (_safe_name(session_id) + ".json")
+        path = state_dir(settings) / "sessions" / (safe_name(session_id) + ".json")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"prompt": scrub(" ".join(prompt.split())[:300]).text, "ts": time.time()}))
     except Exception as exc:
@@ -334,31 +326,31 @@ def _reply_answer(reply: dict[str, Any] | None) -> tuple[str, tuple[str, ...]] |
 INJECTED_KEEP = 200  # ids remembered per session, newest last
 
 
-def _injected_path(session_id: str) -> Path:
-    from lore.paths import state_dir
+def _injected_path(session_id: str, settings: Settings) -> Path:
+    from lore.paths import safe_name, state_dir
 
-    return state_dir() / "injected" / (_safe_name(session_id) + ".json")
+    return state_dir(settings) / "injected" / (safe_name(session_id) + ".json")
 
 
-def injected_before(session_id: str | None) -> tuple[str, ...]:
+def injected_before(session_id: str | None, settings: Settings) -> tuple[str, ...]:
     """The ids this session's earlier prompts injected (none without a session id or a readable file)."""
     if not session_id:
         return ()
     try:
-        ids = json.loads(_injected_path(session_id).read_bytes())
+        ids = json.loads(_injected_path(session_id, settings).read_bytes())
     except (OSError, ValueError):
         return ()
     return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
 
 
-def remember_injected(session_id: str | None, seen: tuple[str, ...], ids: tuple[str, ...]) -> None:
+def remember_injected(session_id: str | None, seen: tuple[str, ...], ids: tuple[str, ...], settings: Settings) -> None:
     """Add ``ids`` to the session's injected memories (atomically: a torn file would only forget them)."""
     if not session_id or not ids:
         return
     import os
 
     try:
-        path = _injected_path(session_id)
+        path = _injected_path(session_id, settings)
         path.parent.mkdir(parents=True, exist_ok=True)
         kept = list(dict.fromkeys([*seen, *ids]))[-INJECTED_KEEP:]
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
@@ -375,7 +367,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
     from lore.paths import Locations
     from lore.search import SearchSession
 
-    locations = locations or Locations.resolve()
+    locations = locations or Locations.resolve(None, None, settings)
     if not locations.data_dir.is_dir():
         raise FileNotFoundError(f"data dir {locations.data_dir} does not exist")
     # Checked here rather than left to SearchSession.open, which would build a
@@ -429,12 +421,12 @@ def vector_cost_estimate(records: int) -> float:
     return ENCODER_LOAD_S + records * VECTOR_SECONDS_PER_RECORD + FINISH_S
 
 
-def _first_turn_block(cwd: str | None, budget: int) -> str:
+def _first_turn_block(cwd: str | None, budget: int, settings: Settings) -> str:
     """The session-start block for an agent without a session-start event (Antigravity); "" if it fails (logged)."""
     try:
         from lore.paths import Locations
 
-        return session_text(Locations.resolve(), None, cwd, budget)
+        return session_text(Locations.resolve(None, None, settings), None, cwd, budget, settings)
     except Exception as exc:  # the prompt's own block may still come
         log_failure(type(exc).__name__, f"session block: {exc}")
         return ""
@@ -461,7 +453,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         first_turn = False
         prompt: object = event.get("prompt")
         if protocol.turns == "transcript":
-            turn = new_turn(event)
+            turn = new_turn(event, settings)
             if turn is None:  # another model call of a turn already answered
                 return 0
             prompt, first_turn = turn
@@ -470,33 +462,33 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         prompt = user_prompt(prompt)
         session_id = event_session_id(event)
         cwd = event_cwd(event)
-        if session_opted_out(session_id):
+        if session_opted_out(session_id, settings):
             return 0
-        remember_last_prompt(session_id, prompt, settings.hook_handoff)
+        remember_last_prompt(session_id, prompt, settings)
         budget = settings.hook_budget
         blocks: list[str] = []
         ids: tuple[str, ...] = ()
         seen: tuple[str, ...] = ()
         if first_turn and budget > 0:  # no session-start event: the conversation's first turn brings its block
-            blocks.append(_first_turn_block(cwd, budget))
+            blocks.append(_first_turn_block(cwd, budget, settings))
         if not is_trivial(prompt) and budget > 0:
             from lore.agent.client import ask_server_reply
             from lore.paths import Locations
 
-            locations = Locations.resolve()
-            seen = injected_before(session_id)
+            locations = Locations.resolve(None, None, settings)
+            seen = injected_before(session_id, settings)
             # The resolved data dir: a helper serving another data dir (same index dir) declines.
             reply = ask_server_reply({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget,
                                       "gap_line": settings.hook_gap == "line", "seen": list(seen),
-                                      "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir)  # fmt: skip
+                                      "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir,
+                                     settings)  # fmt: skip
             found = _reply_answer(reply)
             if found is None:
                 spawn_for = locations  # a helper for the next prompt, once this one is answered
                 # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
-                from lore.rank.cold import prompt_context
-
-                found = prompt_context(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=seen,
-                                       gap_line=settings.hook_gap == "line", deadline=deadline, log=log_failure)  # fmt: skip
+                found = cold_context_for_prompt(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=seen,
+                                                gap_line=settings.hook_gap == "line", deadline=deadline,
+                                                log=log_failure)  # fmt: skip
                 if found is None:
                     found = _in_process(prompt, cwd, budget, started, deadline, settings, locations, seen)
             text, ids = found if found is not None else ("", ())
@@ -508,14 +500,14 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if line is not None:
             stdout.write(line + "\n")
             stdout.flush()
-            remember_injected(session_id, seen, ids)
+            remember_injected(session_id, seen, ids, settings)
     except BaseException as exc:  # the prompt must go through whatever happens
         if isinstance(exc, KeyboardInterrupt):
             return 0
         log_failure(type(exc).__name__, str(exc))
     if spawn_for is not None:
         # Last, after the answer is out: the new interpreter's start-up shares no CPU with this prompt.
-        start_helper(spawn_for, settings.server)
+        start_helper(spawn_for, settings)
     return 0
 
 
@@ -533,7 +525,7 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
     protocol = agent_protocol(args)
     text = ""
     spawn_for: Any = None
-    server: bool | None = None
+    settings: Settings | None = None
     try:
         event = read_event(stdin)
         settings = Settings.from_env()  # a bad value is logged below and the session starts without context
@@ -541,11 +533,10 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
             return 0
         from lore.paths import Locations
 
-        locations = spawn_for = locations or Locations.resolve()
-        server = settings.server
+        locations = spawn_for = locations or Locations.resolve(None, None, settings)
         budget = settings.hook_budget
         note = protocol.session_note if len(protocol.session_note) < budget else ""
-        text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget)
+        text = session_text(locations, project, event_cwd(event), budget - len(note) - 1 if note else budget, settings)
         text = "\n".join(part for part in (note, text) if part)
     except BaseException as exc:  # the session must start whatever happens
         if not isinstance(exc, KeyboardInterrupt):
@@ -555,23 +546,23 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
         if line is not None:
             stdout.write(line + "\n")
         stdout.flush()
-    if spawn_for is not None:
+    if spawn_for is not None and settings is not None:
         from lore.agent.client import SESSION_SETTLE_S
 
-        start_helper(spawn_for, server, SESSION_SETTLE_S)
+        start_helper(spawn_for, settings, SESSION_SETTLE_S)
     return 0
 
 
 SESSION_ASK_S = 0.5
 
 
-def session_text(locations: Any, project: str | None, cwd: str | None, budget: int) -> str:
+def session_text(locations: Any, project: str | None, cwd: str | None, budget: int, settings: Settings) -> str:
     """The session-start block: from a running helper when there is one (no store imports), else in process."""
     from lore.agent.client import ask_server
 
     asked = ask_server({"op": "session", "cwd": cwd, "project": project, "budget": budget,
                         "data_dir": str(locations.data_dir.resolve())},
-                       time.monotonic() + SESSION_ASK_S, locations.index_dir)  # fmt: skip
+                       time.monotonic() + SESSION_ASK_S, locations.index_dir, settings)  # fmt: skip
     if asked is not None:
         return asked
     from lore.agent.session import session_start_text
@@ -580,17 +571,17 @@ def session_text(locations: Any, project: str | None, cwd: str | None, budget: i
     return session_start_text(locations, project or detect_project(cwd), budget)  # -P wins over the event's cwd
 
 
-def start_helper(locations: Any, server: bool | None, settle_s: float = 0.0) -> None:
+def start_helper(locations: Any, settings: Settings, settle_s: float = 0.0) -> None:
     """Start the warm helper in the background when none runs (``lore.agent.client.ensure_started``); never raises."""
     try:
         from lore.agent.client import ensure_started
 
-        ensure_started(locations.index_dir, locations.data_dir, settle_s, server=server)
+        ensure_started(locations.index_dir, locations.data_dir, settings, settle_s)
     except Exception as exc:
         log_failure("server-start", repr(exc))
 
 
-def opt_out_path(session_id: str) -> Path:
-    from lore.paths import state_dir
+def opt_out_path(session_id: str, settings: Settings) -> Path:
+    from lore.paths import safe_name, state_dir
 
-    return state_dir() / "hook-off" / _safe_name(session_id)
+    return state_dir(settings) / "hook-off" / safe_name(session_id)

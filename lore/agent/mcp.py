@@ -141,6 +141,12 @@ class LoreMCP:
 
         return Store(self.locations.data_dir, actor=self.settings.actor or default_actor("mcp"))
 
+    def write_options(self) -> Any:
+        """The duplicate-checked writes' options: the configured model embeds for the semantic check."""
+        from lore.capture import WriteOptions
+
+        return WriteOptions(embed_model=self.settings.embed_model)
+
     def call(self, work: Callable[[], CallToolResult]) -> CallToolResult:
         """Run a tool body: serialised, stdout kept off the wire, LoreError -> error result."""
         with self.lock, contextlib.redirect_stdout(sys.stderr):
@@ -409,7 +415,7 @@ def build_server(lore: LoreMCP) -> Any:
 
         return lore.call(lambda: lore.written(capture.remember(
             lore.store(), decision, project=lore.project(project), rationale=rationale, alternatives=alternatives,
-            tags=tags, importance=importance, confidence=confidence,
+            tags=tags, importance=importance, confidence=confidence, options=lore.write_options(),
         ), "Remembered", verbose))  # fmt: skip
 
     @server.tool(
@@ -436,7 +442,7 @@ def build_server(lore: LoreMCP) -> Any:
 
         return lore.call(lambda: lore.written(capture.learn(
             lore.store(), name, project=lore.project(project), context=context, problem=problem,
-            solution=solution, category=category, tags=tags,
+            solution=solution, category=category, tags=tags, options=lore.write_options(),
         ), "Learned", verbose))  # fmt: skip
 
     @server.tool(

@@ -37,7 +37,7 @@ import orjson
 from lore.errors import LoreError
 
 if TYPE_CHECKING:
-    from lore.paths import Locations
+    from lore.paths import Directories, Locations
     from lore.settings import Settings
 
 CACHE_FILE = "mcp-handshake.json"
@@ -48,10 +48,11 @@ SDK_PACKAGES = ("mcp", "mcp_types", "pydantic", "pydantic_core")
 _READY = object()  # put in the line queue by the loader thread: the SDK is loaded (or failed to)
 
 
-def cache_path() -> Path:
+def cache_path(settings: Directories) -> Path:
+    """Where the answers are remembered: the cache dir of ``settings``."""
     from lore.paths import cache_dir
 
-    return cache_dir() / CACHE_FILE
+    return cache_dir(settings) / CACHE_FILE
 
 
 def cache_key() -> str:
@@ -90,9 +91,9 @@ class Handshakes:
         self.changed = False
 
     @classmethod
-    def load(cls, path: Path | None = None, key: str | None = None) -> Handshakes:
-        """The answers stored under ``key`` (none when the file is missing, unreadable or for another key)."""
-        cache = cls(cache_path() if path is None else path, cache_key() if key is None else key)
+    def load(cls, path: Path, key: str | None = None) -> Handshakes:
+        """The answers stored in ``path`` under ``key`` (none when the file is missing, unreadable or for another key)."""
+        cache = cls(path, cache_key() if key is None else key)
         cache._merge(cache._stored())
         cache.changed = False
         return cache
@@ -305,8 +306,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def serve(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
-          settings: Settings | None = None) -> None:  # fmt: skip
+def serve(locations: Locations, *, settings: Settings, project: str | None = None, cwd: Path | None = None) -> None:
     """Run `lore mcp` on this process's stdin/stdout until the client closes stdin (or a signal ends it).
 
     Raises the LoreError of an SDK that is missing or unusable (then nothing more is answered).
@@ -319,13 +319,15 @@ def serve(locations: Locations, *, project: str | None = None, cwd: Path | None 
         return sdk, sdk.prepare(locations, project=project, cwd=cwd, settings=settings)
 
     wire_in, wire_out = _claim_stdio()
-    serve_wire(wire_in, wire_out, load, signals=True)
+    serve_wire(wire_in, wire_out, load, cache_path(settings), signals=True)
 
 
-def serve_wire(wire_in: int, wire_out: int, load: Callable[[], tuple[Any, Any]], *, signals: bool = False) -> None:
+def serve_wire(wire_in: int, wire_out: int, load: Callable[[], tuple[Any, Any]], cache: Path, *,
+               signals: bool = False) -> None:  # fmt: skip
     """Serve one connection on two descriptors: early answers from the cache while ``load`` runs on a thread.
 
-    ``load`` returns lore's SDK module and its ``Prepared`` server; ``signals`` installs
+    ``load`` returns lore's SDK module and its ``Prepared`` server; ``cache`` is the file of
+    remembered answers (``cache_path``); ``signals`` installs
     the server's SIGINT/SIGTERM handling once loaded (the main thread only).
     """
     lines: queue.Queue[object] = queue.Queue()
@@ -336,7 +338,7 @@ def serve_wire(wire_in: int, wire_out: int, load: Callable[[], tuple[Any, Any]],
         with write_lock:
             _write_all(wire_out, data)
 
-    handshake = Handshake(Handshakes.load(), send)
+    handshake = Handshake(Handshakes.load(cache), send)
     loaded: list[Any] = []
 
     def load_in_background() -> None:
@@ -381,7 +383,7 @@ def serve_wire(wire_in: int, wire_out: int, load: Callable[[], tuple[Any, Any]],
     sdk.run_lines(prepared.server, read_line, write_line)
 
 
-def remember_handshakes(locations: Locations, *, settings: Settings | None = None) -> list[str]:
+def remember_handshakes(locations: Locations, *, settings: Settings) -> list[str]:
     """Ask the SDK the handshake of every protocol version it negotiates and remember its answers.
 
     Returns the versions remembered. Imports the SDK (a second or so); the next
@@ -389,7 +391,7 @@ def remember_handshakes(locations: Locations, *, settings: Settings | None = Non
     """
     sdk = load_sdk()
     prepared = sdk.prepare(locations, settings=settings)
-    cache = Handshakes.load()
+    cache = Handshakes.load(cache_path(settings))
     done: list[str] = []
     for version in sdk.handshake_versions():
         replied = threading.Event()

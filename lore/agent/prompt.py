@@ -1,4 +1,4 @@
-"""The prompt's context block: the one function the in-process hook and the warm helper share.
+"""The prompt's context block: the function the in-process hook and the warm helper share, and the cold path's.
 
 Both the hook (``lore.agent.hook``) and the helper daemon (``lore.agent.daemon``)
 import this module; it imports neither. Its own imports are the standard library
@@ -11,7 +11,10 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from lore.paths import Locations
 
 
 def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
@@ -49,3 +52,47 @@ def prompt_policy(policy: str) -> str:
     return "warn" if policy == "refresh" else policy
 
 
+def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations: Locations, *,
+                            mode: str = "lexical", gap_line: bool = False, seen: tuple[str, ...] = (),
+                            deadline: float | None = None,
+                            log: Callable[[str, str], None] | None = None) -> tuple[str, tuple[str, ...]] | None:  # fmt: skip
+    """The hook's block for ``prompt`` from the cold lexical path (``lore.rank.cold``), and its ids; None: the full pipeline answers.
+
+    ``("", ())`` when there is nothing to inject (the injection decision says no,
+    ``LORE_HOOK_COLD=off``, or the hard ``deadline`` passed). Errors propagate: the
+    hook logs them and injects nothing.
+    """
+    if mode == "off":
+        return "", ()
+    if mode == "full":
+        return None
+    from lore.context import HOOK, block_for
+    from lore.project import detect_project
+    from lore.rank import access as access_log
+    from lore.rank import null
+    from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
+    from lore.rank.pipeline import with_text
+    from lore.rank.query import scrub_query
+
+    reader = open_reader(locations)
+    try:
+        scrubbed = scrub_query(prompt)
+        now = time.time()
+        project = detect_project(cwd) if cwd else None
+        options = hook_options(project, now)
+        stats = access_log.load_stats(locations.access_log)
+        try:
+            response = lexical_run(reader, scrubbed.text, options, access=stats)
+        except Declined:
+            return None
+        access_log.log_response(locations.access_log, response, stats, now)
+        response.hits = [with_text(reader, hit) for hit in response.hits]
+        block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
+                          null=null.load(reader.directory))  # fmt: skip
+        if deadline is not None and time.monotonic() > deadline:
+            if log is not None:
+                log("deadline", "cold lexical answer past the hook's deadline; injected nothing")
+            return "", ()
+        return block.text, tuple(item.id for item in block.items)
+    finally:
+        reader.close()

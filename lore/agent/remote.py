@@ -80,6 +80,34 @@ def parse(args: list[str]) -> dict[str, Any] | None:
     return request
 
 
+class EnvironmentDirectories:
+    """The settings that place lore's directories (``lore.paths.Directories``), read as ``Settings.from_env`` reads them.
+
+    This client side is an entry point (``lore search`` before typer), so it reads the
+    environment itself, and not through ``lore.settings``, which imports typing (~3 ms
+    on every warm search). A test checks that both readings agree.
+    """
+
+    __slots__ = ("cache_dir", "data_dir", "embed_model", "index_dir", "state_dir", "xdg_cache_home", "xdg_data_home",
+                 "xdg_state_home")  # fmt: skip
+    data_dir: str | None
+    index_dir: str | None
+    state_dir: str | None
+    cache_dir: str | None
+    xdg_data_home: str | None
+    xdg_cache_home: str | None
+    xdg_state_home: str | None
+    embed_model: str | None
+    VARIABLES = (("data_dir", "LORE_DATA_DIR"), ("index_dir", "LORE_INDEX_DIR"), ("state_dir", "LORE_STATE_DIR"),
+                 ("cache_dir", "LORE_CACHE_DIR"), ("xdg_data_home", "XDG_DATA_HOME"),
+                 ("xdg_cache_home", "XDG_CACHE_HOME"), ("xdg_state_home", "XDG_STATE_HOME"),
+                 ("embed_model", "LORE_EMBED_MODEL"))  # fmt: skip
+
+    def __init__(self, environ: Any) -> None:
+        for field, name in self.VARIABLES:
+            setattr(self, field, environ.get(name, "").strip() or None)
+
+
 def run_remote(args: list[str]) -> int | None:
     """Print the helper's answer to ``args`` and return the exit code; None if the CLI must answer itself."""
     request = parse(args)
@@ -90,7 +118,8 @@ def run_remote(args: list[str]) -> int | None:
         # variable decides whether the hooks start one, not whether one is used).
         from lore.paths import Locations
 
-        locations = Locations.resolve(request.pop("data_dir", None), request.pop("index_dir", None))
+        directories = EnvironmentDirectories(os.environ)
+        locations = Locations.resolve(request.pop("data_dir", None), request.pop("index_dir", None), directories)
         if not locations.data_dir.is_dir():
             return None  # the CLI reports it
         from lore.agent.client import ask_server_reply
@@ -101,7 +130,7 @@ def run_remote(args: list[str]) -> int | None:
             environ["LORE_TERMINAL_WIDTH"] = str(os.get_terminal_size(sys.stdout.fileno()).columns)
         request.update(op="cli", data_dir=str(locations.data_dir.resolve()), cwd=os.getcwd(), tty=tty,
                        err_tty=sys.stderr.isatty(), environ=environ)  # fmt: skip
-        reply = ask_server_reply(request, time.monotonic() + REMOTE_TIMEOUT_S, locations.index_dir)
+        reply = ask_server_reply(request, time.monotonic() + REMOTE_TIMEOUT_S, locations.index_dir, directories)
     except Exception:  # whatever went wrong here, the full CLI answers (and reports it)
         return None
     if reply is None or not isinstance(reply.get("stdout"), str) or not isinstance(reply.get("stderr"), str):

@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lore.paths import Locations, state_dir
+from lore.paths import Locations, safe_name, state_dir
 from lore.render.fence import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN
 from lore.render.text import age, one_line, shorten, strip_control
 from lore.store import Store
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3}
 # What record_handoff_stub writes; a person's handoff never reads like this.
@@ -67,27 +70,28 @@ def session_start_text(locations: Locations, project: str, budget: int) -> str:
     return "\n".join([*head, *kept, FENCE_CLOSE])
 
 
-def record_handoff_stub(locations: Locations, project: str, session_id: str | None, event: str) -> str | None:
+def record_handoff_stub(locations: Locations, project: str, session_id: str | None, event: str,
+                        settings: Settings) -> str | None:  # fmt: skip
     """A minimal handoff so `lore resume` has something to show; returns its record id.
 
     One stub per session: Claude Code fires Stop after every reply, so a later call
     updates the session's stub (when the last topic changed) instead of adding one.
     """
     from lore import capture
-    from lore.agent.hook import _safe_name
     from lore.capture import WriteOptions
     from lore.errors import LoreError
+    from lore.store.audit import default_actor
 
-    store = Store(locations.data_dir)
+    store = Store(locations.data_dir, actor=settings.actor or default_actor())
     if not store.exists():
         return None
     topic = ""
     stub_file = None
     if session_id:
-        sessions = state_dir() / "sessions"
-        stub_file = sessions / (_safe_name(session_id) + ".stub.json")
+        sessions = state_dir(settings) / "sessions"
+        stub_file = sessions / (safe_name(session_id) + ".stub.json")
         try:
-            topic = json.loads((sessions / (_safe_name(session_id) + ".json")).read_text())["prompt"]
+            topic = json.loads((sessions / (safe_name(session_id) + ".json")).read_text())["prompt"]
         except (OSError, ValueError, KeyError):
             topic = ""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -12,8 +12,13 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lore.errors import LoreError, NotFoundError
+
+if TYPE_CHECKING:
+    from lore.paths import Locations
+    from lore.settings import Settings
 
 SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture", "sync")
 # `lore bench` without --only: the sync soak takes minutes of git merges and says nothing about
@@ -78,6 +83,20 @@ def demo_dir() -> Path:
         + ", ".join(str(p) for p in candidates) + ")",
         hint="run lore bench from a checkout of lore, or set LORE_DEMO_DIR",
     )
+
+
+def settings() -> Settings:
+    """lore's settings as the bench has set the environment for the section running (its own state and cache dirs)."""
+    from lore.settings import Settings
+
+    return Settings.from_env()
+
+
+def locations(data_dir: Path, index_dir: Path) -> Locations:
+    """A data dir and index dir of the bench's, with the state dir and model of the section's settings."""
+    from lore.paths import Locations
+
+    return Locations.resolve(data_dir, index_dir, settings())
 
 
 @contextmanager

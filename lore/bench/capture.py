@@ -79,6 +79,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def hook_cost(work: Path, progress: Progress = _quiet) -> dict[str, Any]:
+    from lore.bench import settings as lore_settings
     from lore.sessions import state
     from lore.store import Store
 
@@ -106,7 +107,7 @@ def hook_cost(work: Path, progress: Progress = _quiet) -> dict[str, Any]:
             (on if capture else off).append(elapsed)
             if capture:  # wait for the background capture before the next timing (it shares the CPU)
                 with _env(env):
-                    state_file = state.root(data) / f"{session}.json"
+                    state_file = state.root(data, lore_settings()) / f"{session}.json"
                 deadline = time.monotonic() + 120
                 while time.monotonic() < deadline and not state_file.exists():
                     time.sleep(0.05)
@@ -156,6 +157,7 @@ def score(captured: list[Any], expected: list[dict[str, Any]]) -> tuple[int, Cou
 
 
 def quality(work: Path, folder: Path, progress: Progress = _quiet) -> dict[str, Any]:
+    from lore.bench import settings as lore_settings
     from lore.sessions.pipeline import capture_session
     from lore.store import Store
 
@@ -173,8 +175,9 @@ def quality(work: Path, folder: Path, progress: Progress = _quiet) -> dict[str, 
             for name in ("LORE_AUTO_ACCEPT", "LORE_CAPTURE_METHOD"):
                 os.environ.pop(name, None)
             path = folder / label["file"]
-            capture_session(store, path, method="heuristic", distill=False)
-            second_run_added += len(capture_session(store, path, method="heuristic", distill=False).added)
+            capture_session(store, path, method="heuristic", distill=False, settings=lore_settings())
+            second_run_added += len(capture_session(store, path, method="heuristic", distill=False,
+                                                    settings=lore_settings()).added)  # fmt: skip
             captured = list(store.load().records.values())
         expected = list(label.get("expected") or [])
         hits, per_captured, per_expected, per_matched = score(captured, expected)

@@ -179,7 +179,8 @@ def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
 # -- the machine ----------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
     from lore import __version__
-    from lore.index.embedder import model_identity, model_spec
+    from lore.bench import settings as lore_settings
+    from lore.embedder import model_identity, model_spec
 
     model_name = ""
     try:
@@ -220,6 +221,6 @@ def machine_info() -> dict[str, Any]:
         "git_commit": commit,
         "git_dirty": dirty,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "embedding_model": model_spec(),
-        "embedding_model_identity": model_identity(),
+        "embedding_model": model_spec(lore_settings().embed_model),
+        "embedding_model_identity": model_identity(lore_settings().embed_model),
     }

@@ -48,12 +48,12 @@ def _proc(pid: int) -> dict[str, int]:
     return figures
 
 
-def _wait_ready(index_dir: Path, timeout: float) -> dict[str, Any] | None:
+def _wait_ready(index_dir: Path, timeout: float, settings: Any) -> dict[str, Any] | None:
     from lore.agent import client
 
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        status = client.read_status(index_dir)
+        status = client.read_status(index_dir, settings)
         if status is not None:
             return status
         time.sleep(0.01)
@@ -71,6 +71,7 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
     from lore.agent import client
     from lore.agent.hook import DEFAULT_DEADLINE_MS
     from lore.bench import environment
+    from lore.bench import settings as lore_settings
     from lore.bench.latency import compile_bytecode, hook_event, lore_command, run_once, summary
 
     state, cache, cwd = work / "state", work / "cache", work / "cwd"
@@ -91,10 +92,11 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
 
     with environment(LORE_STATE_DIR=str(state), LORE_CACHE_DIR=str(cache), LORE_DATA_DIR=str(data_dir),
                      LORE_INDEX_DIR=str(index_dir), LORE_SERVER="on"):  # fmt: skip
+        settings = lore_settings()  # the section's environment, as the hooks it runs read it
         try:
             for i in range(rounds + 1):  # round 0 is the warm-up
                 query = queries[i % len(queries)]
-                client.stop(index_dir)
+                client.stop(index_dir, settings)
                 start_event, prompt_event = _session_event(cwd), hook_event(query, cwd)
                 measured = {
                     "python -c pass": run_once([sys.executable, "-c", "pass"], base, cwd),
@@ -106,7 +108,7 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
                 returned = time.monotonic()
                 measured["first prompt at once (helper warming up)"] = run_once(
                     [*lore, "hook", "prompt"], on, cwd, hook_event(query, cwd))
-                ready = _wait_ready(index_dir, 300)
+                ready = _wait_ready(index_dir, 300, settings)
                 if ready is not None:
                     warmed = time.monotonic() - returned
                     measured["first prompt once the helper is ready"] = run_once(
@@ -119,12 +121,12 @@ def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[
                 progress(f"first prompt: round {i}/{rounds}")
             # The spawn alone, in process: what the session-start hook adds to a session.
             for _ in range(max(3, rounds // 2)):
-                client.stop(index_dir)
+                client.stop(index_dir, settings)
                 started = time.perf_counter()
-                client.ensure_started(index_dir, data_dir, server=True)
+                client.ensure_started(index_dir, data_dir, settings)
                 spawns.append((time.perf_counter() - started) * 1000)
         finally:
-            client.stop(index_dir)
+            client.stop(index_dir, settings)
 
     floor = statistics.median(s.ms for s in samples["python -c pass"])
     result: dict[str, Any] = {"rounds": rounds, "deadline_ms": DEFAULT_DEADLINE_MS, "commands": {}}
@@ -173,6 +175,7 @@ def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *,
     from lore import capture
     from lore.agent import client
     from lore.bench import environment
+    from lore.bench import settings as lore_settings
     from lore.bench.latency import summary
     from lore.capture import WriteOptions
     from lore.store import Store
@@ -181,14 +184,15 @@ def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *,
     every = max(1, total_prompts // max(1, total_writes))
     with environment(LORE_STATE_DIR=str(state), LORE_CACHE_DIR=str(cache), LORE_DATA_DIR=str(data_dir),
                      LORE_INDEX_DIR=str(index_dir), LORE_SERVER="on"):  # fmt: skip
-        pid = client.start_detached(index_dir, idle=600, data_dir=data_dir)
+        settings = lore_settings()  # the section's environment, as the helper it starts reads it
+        pid = client.start_detached(index_dir, settings, idle=600, data_dir=data_dir)
         started = time.monotonic()
-        status = _wait_ready(index_dir, 300)
+        status = _wait_ready(index_dir, 300, settings)
         if status is None:
-            client.stop(index_dir)
-            raise RuntimeError(f"the helper did not come up; see {client.server_paths(index_dir)['log']}")
+            client.stop(index_dir, settings)
+            raise RuntimeError(f"the helper did not come up; see {client.server_paths(index_dir, settings)['log']}")
         ready_s = time.monotonic() - started
-        socket_path = client.server_paths(index_dir)["socket"]
+        socket_path = client.server_paths(index_dir, settings)["socket"]
         store = Store(data_dir, actor="bench-soak")
         outcomes: dict[str, int] = {}
         latencies: list[float] = []
@@ -214,20 +218,20 @@ def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *,
                 outcomes[outcome] = outcomes.get(outcome, 0) + 1
                 empty += outcome == "ok" and chars == 0
                 if (i + 1) % 100 == 0:
-                    current = client.read_status(index_dir) or {}
+                    current = client.read_status(index_dir, settings) or {}
                     samples.append({"prompts": i + 1, "writes": writes, "refreshes": current.get("refreshes"),
                                     "helper_pid": current.get("pid"), **_proc(pid)})  # fmt: skip
                     progress(f"soak: {i + 1}/{total_prompts} prompts, {writes} writes, "
                              f"RSS {samples[-1].get('rss_kib', 0) / 1024:.0f} MiB, fds {samples[-1].get('fds')}")  # fmt: skip
             # Let the last refresh land, then take the final sample.
             end = time.monotonic() + 120
-            while time.monotonic() < end and (client.read_status(index_dir) or {}).get("refreshing"):
+            while time.monotonic() < end and (client.read_status(index_dir, settings) or {}).get("refreshing"):
                 time.sleep(0.2)
-            final = client.read_status(index_dir) or {}
+            final = client.read_status(index_dir, settings) or {}
             samples.append({"prompts": total_prompts, "writes": writes, "refreshes": final.get("refreshes"),
                             "helper_pid": final.get("pid"), "final": True, **_proc(pid)})  # fmt: skip
         finally:
-            client.stop(index_dir)
+            client.stop(index_dir, settings)
     first = samples[0].get("rss_kib")
     settled = next((s.get("rss_kib") for s in samples if s["prompts"] >= total_prompts // 10), first)
     last = samples[-1].get("rss_kib")

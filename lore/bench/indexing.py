@@ -22,21 +22,22 @@ from lore.interpreter import lore_argv
 
 
 def _locations(data_dir: Path, index_dir: Path) -> Any:
-    from lore.paths import Locations
+    from lore.bench import locations
 
-    return Locations(data_dir, index_dir)
+    return locations(data_dir, index_dir)
 
 
 def warm_model() -> None:
+    from lore.bench import settings as lore_settings
+    from lore.embedder import get_embedder
     from lore.errors import ModelError
-    from lore.index.embedder import get_embedder
 
     with contextlib.suppress(ModelError):
-        get_embedder()
-    from lore.index.embedder import get_query_encoder
+        get_embedder(lore_settings().embed_model)
+    from lore.embedder import get_query_encoder
 
     with contextlib.suppress(ModelError):
-        get_query_encoder()  # what builds and refreshes embed with (its load: ~55 ms, paid by each `lore index` process)
+        get_query_encoder(lore_settings().embed_model)  # what builds and refreshes embed with (its load: ~55 ms, paid by each `lore index` process)
 
 
 def full_build(data_dir: Path, index_dir: Path, repeats: int) -> dict[str, Any]:

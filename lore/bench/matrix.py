@@ -109,10 +109,9 @@ def options_for(system: str, now: float, limit: int = 10) -> Any:
 
 
 def _cold_reader(searcher: Searcher) -> Any:
-    from lore.paths import Locations
     from lore.rank.cold import open_reader
 
-    return open_reader(Locations(searcher.data_dir, searcher.index_dir))
+    return open_reader(searcher.session.locations)
 
 
 def _cold_query(reader: Any, text: str, now: float, limit: int = 10) -> Any:

@@ -58,10 +58,10 @@ class Searcher:
     index_dir: Path
 
     def __post_init__(self) -> None:
-        from lore.paths import Locations
+        from lore.bench import locations
         from lore.search import SearchSession
 
-        self.session = SearchSession(Locations(self.data_dir, self.index_dir))
+        self.session = SearchSession(locations(self.data_dir, self.index_dir))
 
     def build(self) -> Any:
         from lore.index.manager import IndexManager

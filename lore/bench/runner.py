@@ -261,11 +261,11 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         entry["indexing"]["bare_whoosh"] = bare
         entry["indexing"]["ratio_full_to_bare"] = round(full["seconds_p50"] / bare["seconds_p50"], 2) if bare["seconds_p50"] else None
     else:
+        from lore.bench import locations as bench_locations
         from lore.index.manager import IndexManager
-        from lore.paths import Locations
 
         progress(f"size {size}: building the index (untimed)")
-        IndexManager(Locations(data_dir, index_dir)).build()
+        IndexManager(bench_locations(data_dir, index_dir)).build()
     if "latency" in settings.only:
         progress(f"latency {size}: {settings.latency_runs} runs per command")
         entry["latency"] = latency.measure(data_dir, index_dir, work / f"size-{size}-run", answerable,
@@ -292,14 +292,14 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
 def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:
     """The helper under 2,000 prompts and 200 writes, on a store built from the git commits like the latency one."""
     from lore.bench import helper
+    from lore.bench import locations as bench_locations
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
 
     raws, _, _ = corpora.commit_raws(corpora.load_commits(shared, settings.soak_size))
     data_dir, index_dir = work / "soak-data", work / "soak-index"
     corpora.write_decisions(data_dir, raws)
     progress(f"soak: building the index of {len(raws):,} decisions (untimed)")
-    IndexManager(Locations(data_dir, index_dir)).build()
+    IndexManager(bench_locations(data_dir, index_dir)).build()
     prompts = [q["question"] for q in corpora.load_questions() if q.get("answerable", True)]
     try:
         result = helper.soak(data_dir, index_dir, work / "soak-run", prompts, total_prompts=settings.soak_prompts,

@@ -93,8 +93,8 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
     """Build both stores, measure their null evidence, and run every prompt's searches once."""
     from lore.agent.hook import is_trivial
     from lore.bench import demo_dir
+    from lore.bench import locations as bench_locations
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
     from lore.rank import null
     from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
     from lore.rank.pipeline import CHANNELS, with_text
@@ -110,7 +110,7 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
             now = corpora.epoch(sets.DEMO_NOW)
         else:
             now = _git_store(shared, data_dir)
-        locations = Locations(data_dir, index_dir)
+        locations = bench_locations(data_dir, index_dir)
         progress(f"stream: indexing the {store} store")
         IndexManager(locations).build()
         session = SearchSession(locations)

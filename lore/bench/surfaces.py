@@ -54,16 +54,16 @@ def _measure(work: Path, progress: Progress, prompt_limit: int | None, start_run
     from lore.agent.prompt import context_for_prompt
     from lore.agent.session import session_start_text
     from lore.bench import demo_dir
+    from lore.bench import locations as bench_locations
     from lore.bench.corpora import read_jsonl
     from lore.bench.sets import data_file
     from lore.index.manager import IndexManager
-    from lore.paths import Locations
     from lore.search import SearchSession
     from lore.store import Store
 
     data_dir, index_dir = work / "surfaces-data", work / "surfaces-index"
     shutil.copytree(demo_dir(), data_dir)
-    locations = Locations(data_dir, index_dir)
+    locations = bench_locations(data_dir, index_dir)
     progress("surfaces: indexing a copy of the demo data")
     IndexManager(locations).build()
     prompts = [q["question"] for q in read_jsonl(data_file("demo_questions.jsonl"))][:prompt_limit]

@@ -70,7 +70,7 @@ class AppState:
 
     @property
     def locations(self) -> Locations:
-        return Locations.resolve(self.data_dir, self.index_dir)
+        return Locations.resolve(self.data_dir, self.index_dir, self.settings)
 
     def store(self, channel: str = "cli") -> Any:
         from lore.store import Store

@@ -35,12 +35,12 @@ def _emit(result: WriteResult, as_json: bool, verb: str) -> None:
         typer.echo(f"{verb} {KIND_LABEL[record.kind]} {record.id}: {record.title}")
 
 
-def _options(no_redact: bool, force: bool = False, merge: bool = False) -> WriteOptions:
+def _options(ctx: typer.Context, no_redact: bool, force: bool = False, merge: bool = False) -> WriteOptions:
     if force and merge:
         from lore.errors import UsageError
 
         raise UsageError("--force and --merge exclude each other")
-    return capture.WriteOptions(redact=not no_redact, force=force, merge=merge)
+    return capture.WriteOptions(redact=not no_redact, force=force, merge=merge, embed_model=state(ctx).settings.embed_model)
 
 
 NO_REDACT = typer.Option(False, "--no-redact", help="Store the text exactly as given, secrets included.")
@@ -94,7 +94,7 @@ def remember(
     result = capture.remember(
         st.store(), decision, project=st.current_project(), rationale=rationale, alternatives=alternative,
         tags=tag, importance=importance, confidence=confidence, outcome=outcome, decision_type=decision_type,
-        session_id=session, options=_options(no_redact, force, merge),
+        session_id=session, options=_options(ctx, no_redact, force, merge),
     )  # fmt: skip
     _emit(result, as_json, "Remembered")
 
@@ -124,7 +124,7 @@ def learn(
 ) -> None:
     """Record a pattern (or, with --anti, an anti-pattern)."""
     st = state(ctx)
-    options = _options(no_redact, force, merge)
+    options = _options(ctx, no_redact, force, merge)
     if anti:
         result = capture.learn_anti(
             st.store(), name, project=st.current_project(), symptom=symptom, risk=risk, fix=fix,
@@ -209,7 +209,7 @@ def capture_cmd(
     --error-type -> failure, otherwise an observation."""
     st = state(ctx)
     store, project = st.store(), st.current_project()
-    options = _options(no_redact, force)
+    options = _options(ctx, no_redact, force)
     if rationale is not None:
         result = capture.remember(store, text, project=project, rationale=rationale, tags=tag, options=options)
     elif solution is not None:

@@ -149,7 +149,7 @@ def consolidate(
     store = state(ctx).store()
     from lore.curate import consolidate as consolidation
 
-    review = consolidation.find_clusters(store, record_type)
+    review = consolidation.find_clusters(store, record_type, model=state(ctx).settings.embed_model)
     for notice in review.notices:
         typer.echo(f"Note: {notice}", err=True)
     if not review.clusters:

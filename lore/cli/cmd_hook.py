@@ -63,15 +63,14 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", captu
         session_id = event_session_id(event)
         st = state(ctx)
         _capture(st, event, session_id, capture)
-        from lore.settings import Settings
-
         # A bad setting is logged below: the hook still exits 0.
-        if not Settings.from_env().hook_handoff or event_name == "session-end":
+        if not st.settings.hook_handoff or event_name == "session-end":
             return
         from lore.agent.session import record_handoff_stub
         from lore.project import detect_project
 
-        record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name)
+        record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name,
+                            st.settings)  # fmt: skip
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
     finally:
@@ -89,7 +88,7 @@ def _capture(st: AppState, event: dict, session_id: str | None, flag: bool) -> N
     if not capture_enabled(flag, st.settings) or not isinstance(path, str) or not path:
         return
     try:
-        spawn_capture(os.path.expanduser(path), session_id, data_dir=st.data_dir, index_dir=st.index_dir,
+        spawn_capture(os.path.expanduser(path), session_id, st.settings, data_dir=st.data_dir, index_dir=st.index_dir,
                       project=st.project)  # fmt: skip
     except Exception as exc:
         log_failure("capture-spawn", repr(exc))
@@ -121,22 +120,22 @@ def hook_session_end(ctx: typer.Context, agent: str = typer.Option("claude-code"
 
 
 @hook_app.command("off")
-def hook_off(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
+def hook_off(ctx: typer.Context, session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
     """Stop injecting context into one session."""
     from lore.agent.hook import opt_out_path
 
-    path = opt_out_path(session)
+    path = opt_out_path(session, state(ctx).settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) + "\n")
     typer.echo(f"lore hook is off for session {session}")
 
 
 @hook_app.command("on")
-def hook_on(session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
+def hook_on(ctx: typer.Context, session: str = typer.Option(..., "--session", help="Claude Code session id.")) -> None:
     """Resume injecting context into a session that was turned off."""
     from lore.agent.hook import opt_out_path
 
-    opt_out_path(session).unlink(missing_ok=True)
+    opt_out_path(session, state(ctx).settings).unlink(missing_ok=True)
     typer.echo(f"lore hook is on for session {session}")
 
 
@@ -148,20 +147,20 @@ def server_start(
     """Start the warm helper for the current index in the background."""
     from lore.agent import client
 
-    index_dir = state(ctx).locations.index_dir
-    running = client.read_status(index_dir)
+    index_dir, settings = state(ctx).locations.index_dir, state(ctx).settings
+    running = client.read_status(index_dir, settings)
     if running:
         typer.echo(f"lore server already running (pid {running['pid']})")
         return
-    pid = client.start_detached(index_dir, idle)
+    pid = client.start_detached(index_dir, settings, idle)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        status = client.read_status(index_dir)
+        status = client.read_status(index_dir, settings)
         if status:
             typer.echo(f"lore server started (pid {status['pid']}, idle exit after {idle}s)")
             return
         time.sleep(0.05)
-    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {client.server_paths(index_dir)['dir']}", err=True)
+    typer.echo(f"lore server (pid {pid}) did not come up within 30s; see {client.server_paths(index_dir, settings)['dir']}", err=True)
     raise typer.Exit(1)
 
 
@@ -178,13 +177,13 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
     """Show whether a helper serves the current index."""
     from lore.agent import client
 
-    index_dir = state(ctx).locations.index_dir
-    status = client.read_status(index_dir)
+    index_dir, settings = state(ctx).locations.index_dir, state(ctx).settings
+    status = client.read_status(index_dir, settings)
     if as_json:
-        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": client.auto_start_enabled(state(ctx).settings.server)}))
+        typer.echo(json.dumps({"running": status is not None, **(status or {}), "auto_start": client.auto_start_enabled(settings)}))
         return
     if status is None:
-        typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled(state(ctx).settings.server) else 'off'})")
+        typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled(settings) else 'off'})")
         return
     uptime = time.time() - float(status.get("started_at", time.time()))
     typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
@@ -196,7 +195,7 @@ def server_stop(ctx: typer.Context) -> None:
     """Stop the helper for the current index."""
     from lore.agent import client
 
-    pid = client.stop(state(ctx).locations.index_dir)
+    pid = client.stop(state(ctx).locations.index_dir, state(ctx).settings)
     typer.echo("lore server: not running" if pid is None else f"lore server stopped (pid {pid})")
 
 
@@ -205,7 +204,7 @@ def server_enable(ctx: typer.Context) -> None:
     """Let the hooks start the helper (the default): SessionStart starts it, a prompt restarts it."""
     from lore.paths import state_dir
 
-    (state_dir() / "server-off").unlink(missing_ok=True)
+    (state_dir(state(ctx).settings) / "server-off").unlink(missing_ok=True)
     typer.echo("lore server auto-start enabled: session start and the prompt hook start a helper when none runs")
     if state(ctx).settings.server is False:
         typer.echo(f"Note: LORE_SERVER={os.environ['LORE_SERVER']} in this environment still turns it off.", err=True)
@@ -217,8 +216,8 @@ def server_disable(ctx: typer.Context) -> None:
     from lore.agent import client
     from lore.paths import state_dir
 
-    path = state_dir() / "server-off"
+    path = state_dir(state(ctx).settings) / "server-off"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch()
-    stopped = client.stop(state(ctx).locations.index_dir)
+    stopped = client.stop(state(ctx).locations.index_dir, state(ctx).settings)
     typer.echo("lore server auto-start disabled" + (f"; stopped the running helper (pid {stopped})" if stopped else ""))

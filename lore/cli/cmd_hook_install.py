@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from lore.agent.hook import AGENTS
+from lore.cli.base import AppState, state
 from lore.cli.cmd_hook import hook_app
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def _report(outcome: Outcome, verb: str) -> None:
 
 @hook_app.command("install")
 def install_command(
+    ctx: typer.Context,
     scope: ScopeChoice = typer.Option(ScopeChoice.user, "--scope", help=SCOPE_HELP),
     agent: AgentChoice = typer.Option(AgentChoice("claude-code"), "--agent", help=AGENT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the change as a diff; write nothing."),
@@ -76,23 +78,20 @@ def install_command(
         for note in agents.after_install_notes(agent.value):
             typer.echo(f"Note: {note}", err=True)
     if not dry_run and agents.get(agent.value).mcp is not None:
-        _remember_mcp_handshakes()
+        _remember_mcp_handshakes(state(ctx))
     from lore.agent import client
-    from lore.settings import Settings
 
-    if not dry_run and not client.auto_start_enabled(Settings.from_env().server):
+    if not dry_run and not client.auto_start_enabled(state(ctx).settings):
         # Cold, the prompt hook rarely fits its 400 ms deadline on a large store
         # (imports and index load alone take ~250 ms on a small machine).
         typer.echo("Note: the warm helper is turned off (`lore server disable` or LORE_SERVER=off): every prompt "
                    "pays a cold search; `lore server enable` lets session start launch it.", err=True)  # fmt: skip
 
 
-def _remember_mcp_handshakes() -> None:
+def _remember_mcp_handshakes(st: AppState) -> None:
     """Let the agent's first `lore mcp` answer its handshake at once (see lore.agent.mcp_start)."""
     from lore.agent.mcp_start import remember_handshakes, require_sdk
     from lore.errors import LoreError
-    from lore.paths import Locations
-    from lore.settings import Settings
 
     try:
         require_sdk()
@@ -100,7 +99,7 @@ def _remember_mcp_handshakes() -> None:
         typer.echo("Note: the MCP server needs the mcp extra: pip install 'lore[mcp]'", err=True)
         return
     try:
-        versions = remember_handshakes(Locations.resolve(), settings=Settings.from_env())
+        versions = remember_handshakes(st.locations, settings=st.settings)
     except LoreError as error:
         typer.echo(f"Note: `lore mcp` cannot start: {error.message}", err=True)
         return

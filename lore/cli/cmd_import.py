@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -110,7 +111,8 @@ def import_claude_code(
     from lore.timeparse import parse_when
 
     st = state(ctx)
-    paths = claude_code.transcripts(project, parse_when(since, datetime.now(UTC)) if since else None)
+    home = claude_code.config_dir(os.environ.get("CLAUDE_CONFIG_DIR"))  # Claude Code's variable, read where it is asked for
+    paths = claude_code.transcripts(home / "projects", project, parse_when(since, datetime.now(UTC)) if since else None)
     store = st.store("capture")
     step, done = _progress(len(paths))
     try:
@@ -154,4 +156,5 @@ def import_claude_memory(
 
     st = state(ctx)
     root = claude_code.project_root((directory or Path.cwd()).absolute())
-    _merge(ctx, claude_code.read_claude_memory(root, st.current_project(root)), dry_run, no_redact)
+    home = claude_code.config_dir(os.environ.get("CLAUDE_CONFIG_DIR"))  # Claude Code's variable, read where it is asked for
+    _merge(ctx, claude_code.read_claude_memory(root, st.current_project(root), home), dry_run, no_redact)

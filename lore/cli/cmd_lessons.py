@@ -10,7 +10,7 @@ import typer
 
 from lore.cli.base import app, lazy_module, state
 from lore.errors import UsageError
-from lore.render.records import KIND_LABEL, record_json
+from lore.render.records import KIND_LABEL, record_json, render_lesson
 from lore.render.text import one_line
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def lesson(
     result = lessons_core.record_lesson(
         store, situation=str(situation), error_pattern=str(error_pattern), oversight=str(oversight), fix=str(fix),
         rule=str(rule), severity=str(severity), scope=str(scope), inverse=inverse, confidence=confidence,
-        tags=tag, project=st.current_project(), options=capture.WriteOptions(redact=not no_redact, force=force, merge=merge),
+        tags=tag, project=st.current_project(), options=capture.WriteOptions(redact=not no_redact, force=force, merge=merge,
+                                                                   embed_model=st.settings.embed_model),
     )  # fmt: skip
     record = result.record
     _notices(result.notices, record.id, [] if result.existing else result.redactions)
@@ -115,7 +116,7 @@ def lesson(
     elif result.existing:
         typer.echo(f"Lesson already exists: {record.id} (same error pattern and scope, rule confidence "
                    f"{record.confidence:.2f}); nothing written")  # fmt: skip
-        typer.echo(lessons_core.render_text(record, datetime.now(UTC)), nl=False)
+        typer.echo(render_lesson(record, datetime.now(UTC)), nl=False)
     elif result.merged_into:
         typer.echo(f"Merged into existing {KIND_LABEL[record.kind]} {record.id}: {record.title}")
     else:
@@ -146,7 +147,7 @@ def lesson_show(
     elif output_format == "json":
         typer.echo(orjson.dumps(record_json(record)).decode())
     else:
-        typer.echo(lessons_core.render_text(record, datetime.now(UTC)), nl=False)
+        typer.echo(render_lesson(record, datetime.now(UTC)), nl=False)
 
 
 @lesson_app.command("distill")

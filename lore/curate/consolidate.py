@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lore.curate.dedup import Match, bundled_embed, consolidation_clusters
+from lore.curate.dedup import Match, consolidation_clusters, model_embed
 from lore.errors import UsageError
 from lore.store import Record, Store
 
@@ -53,7 +53,8 @@ def choose_survivor(records: list[Record]) -> Record:
     return max(records, key=lambda r: (_moment(r), r.confidence, r.id))
 
 
-def find_clusters(store: Store, type_filter: str | None = None, *, semantic: bool = True) -> Review:
+def find_clusters(store: Store, type_filter: str | None = None, *, semantic: bool = True,
+                  model: str | None = None) -> Review:  # fmt: skip
     """Clusters of active near-duplicates across the store (lexical only when the model is unavailable)."""
     kinds: tuple[str, ...] | None = None
     if type_filter is not None:
@@ -73,7 +74,7 @@ def find_clusters(store: Store, type_filter: str | None = None, *, semantic: boo
         review.notices.append(
             f"some files did not parse completely ({names}); their bad lines are not compared"
         )
-    embed = bundled_embed(review.notices) if semantic else None
+    embed = model_embed(review.notices, model) if semantic else None
     for members in consolidation_clusters(snapshot, embed, kinds):
         review.clusters.append(
             Cluster(members=members, survivor=choose_survivor([m.record for m in members]))

@@ -18,14 +18,12 @@ a missed one only leaves two similar notes for ``lore consolidate``.
 Cost: on the write path (``check_before_write``) a store with more than
 ``EMBED_CANDIDATES`` records of the kind is first narrowed to the
 ``EMBED_CANDIDATES`` records with the highest idf-weighted word overlap with the
-new text (cached-stem tokens, no embedding); only those are compared in full and
+new text (its tokens, no embedding); only those are compared in full and
 embedded. Below that size every record is compared, as before.
 """
 
 from __future__ import annotations
 
-import functools
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -33,15 +31,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lore.curate.similarity import (
-    _WORD,
-    STOPWORDS,
     Bm25Stats,
-    _expand_contractions,
     bm25_symmetric,
     differs_in_specifics,
     jaccard,
     opposite_advice,
-    stem,
     substituted_slot,
     text_hash,
     tokens,
@@ -245,7 +239,7 @@ def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], emb
         pool = [_Prepared.of(r.kind, r.raw, r) for r in records]
         stats = Bm25Stats.build([p.full_tokens for p in pool] + [new.full_tokens])
     else:
-        full_tokens = [quick_tokens(_join(*compared_text(r.kind, r.raw))) for r in records]
+        full_tokens = [tokens(_join(*compared_text(r.kind, r.raw))) for r in records]
         stats = Bm25Stats.build([*full_tokens, new.full_tokens])
         keep = shortlist(new.full_tokens, full_tokens, stats, limit)
         pool = [_Prepared.of(records[i].kind, records[i].raw, records[i]) for i in keep]
@@ -267,19 +261,6 @@ def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], emb
             best = match
     contradictions.sort(key=lambda m: -m.similarity)
     return best, contradictions
-
-
-_cached_stem = functools.lru_cache(maxsize=1 << 16)(stem)
-
-
-def quick_tokens(text: str) -> list[str]:
-    """Exactly ``similarity.tokens(text)``, with the stemmer memoised (the vocabulary is small)."""
-    text = text or ""
-    if not text.isascii():  # NFKC leaves ASCII unchanged
-        text = unicodedata.normalize("NFKC", text)
-    # The contraction rules all need an apostrophe; without one, expanding is just case-folding.
-    text = _expand_contractions(text) if "'" in text or "\u2019" in text else text.casefold()
-    return [_cached_stem(w) for w in _WORD.findall(text) if w not in STOPWORDS]
 
 
 def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: int) -> list[int]:
@@ -308,12 +289,13 @@ def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: 
 # -- the write path ----------------------------------------------------------------
 
 
-def bundled_embed(notices: list[str]) -> Embed | None:
-    """The bundled embedder's ``encode``, or None (with a notice) when the model cannot load."""
-    from lore.index.embedder import get_embedder
+def model_embed(notices: list[str], model: str | None) -> Embed | None:
+    """The embedder's ``encode`` for ``model`` (``Settings.embed_model``; None: the bundled one), or None
+    (with a notice) when the model cannot load."""
+    from lore.embedder import get_embedder
 
     try:
-        embedder = get_embedder()
+        embedder = get_embedder(model)
     except ModelError as exc:
         notices.append(f"semantic duplicate check skipped: {exc.message}")
         return None
@@ -325,12 +307,14 @@ def _describe(match: Match) -> str:
 
 
 def check_before_write(
-    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool, snapshot: Snapshot | None = None
+    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool, snapshot: Snapshot | None = None,
+    model: str | None = None,
 ) -> DedupOutcome:
     """Refuse, merge or annotate a write that duplicates or contradicts an existing record.
 
     ``snapshot``: the records to check against when the caller keeps them current (a batched
-    import); by default the store is loaded.
+    import); by default the store is loaded. ``model``: the embedding model
+    (``Settings.embed_model``; None: the bundled one).
     """
     outcome = DedupOutcome()
     if snapshot is None:
@@ -339,7 +323,7 @@ def check_before_write(
     candidates = snapshot.of_kind(*group)
     if not candidates:
         return outcome
-    embed = bundled_embed(outcome.notices)
+    embed = model_embed(outcome.notices, model)
     duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
     outcome.contradictions = contradictions
     for match in contradictions:

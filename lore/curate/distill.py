@@ -82,7 +82,7 @@ def _fits(record: Record) -> bool:
 
 
 def distill_failures(store: Store, now: datetime | None = None, *, dry_run: bool = False,
-                     auto_accept: str | None = None) -> list[Record]:  # fmt: skip
+                     auto_accept: str) -> list[Record]:  # fmt: skip
     """Propose a lesson for each error pattern seen ``MIN_REPEATS`` times in the last ``WINDOW_DAYS`` days.
 
     Returns the lessons created (with ``dry_run``, the ones that would be, unsaved). Capture
@@ -114,7 +114,7 @@ def distill_failures(store: Store, now: datetime | None = None, *, dry_run: bool
         rejected = rejected_hashes(store)
         edges: list[tuple[str, str]] = []
         pending: list[tuple[dict[str, Any], list[Record]]] = []
-        status = capture_status("lesson", auto_accept)  # LORE_AUTO_ACCEPT (read here when not given)
+        status = capture_status("lesson", auto_accept)  # LORE_AUTO_ACCEPT (Settings.auto_accept)
         for (pattern, scope), failures in sorted(groups.items()):
             failures.sort(key=lambda r: (r.timestamp, r.id))
             pid = lesson_pattern_id(pattern, scope)

@@ -74,7 +74,6 @@ def remember_rejection(store: Store, kind: str, text: str, record_id: str) -> No
 
 # -- auto-accept -------------------------------------------------------------------------
 
-AUTO_ACCEPT_ENV = "LORE_AUTO_ACCEPT"
 # A kind's confidence once accepted (what `lore remember`, `lore learn`, ... store by default);
 # `lore inbox accept` raises a candidate's lower confidence to this, never lowers it.
 NORMAL_CONFIDENCE = {
@@ -83,37 +82,19 @@ NORMAL_CONFIDENCE = {
 }  # fmt: skip
 
 
-def auto_accept_kinds(value: str | None = None) -> frozenset[str]:
+def auto_accept_kinds(value: str) -> frozenset[str]:
     """The kinds ``LORE_AUTO_ACCEPT`` stores active directly (comma-separated kinds, or ``all``).
 
     Capture consults ``capture_status(kind)`` for every record it is about to store: an
     auto-accepted kind is stored ``active`` at its normal confidence and reaches the hooks
     at once; any other kind waits in ``lore inbox`` as a ``candidate``.
     """
-    from lore.errors import UsageError
-    from lore.store.records import KINDS, normalise_kind
+    from lore import settings
 
-    if value is None:
-        from lore.settings import Settings
-
-        value = Settings.from_env().auto_accept
-    text = value
-    kinds: set[str] = set()
-    for part in text.split(","):
-        name = part.strip().lower()
-        if not name or name in ("none", "off"):
-            continue
-        if name == "all":
-            kinds.update(KINDS)
-            continue
-        try:
-            kinds.add(normalise_kind(name))
-        except UsageError as error:
-            raise UsageError(f"{AUTO_ACCEPT_ENV}: {error.message}", hint=error.hint) from error
-    return frozenset(kinds)
+    return settings.auto_accept_kinds(value)
 
 
-def capture_status(kind: str, value: str | None = None) -> str:
+def capture_status(kind: str, value: str) -> str:
     """``active`` when ``kind`` is auto-accepted (``LORE_AUTO_ACCEPT``), else ``candidate``."""
     return "active" if kind in auto_accept_kinds(value) else "candidate"
 

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from lore.capture import Scrubber, WriteOptions
 from lore.curate.similarity import Bm25Stats, tokens
 from lore.errors import DataError, UsageError
-from lore.render.records import date_of
-from lore.render.text import age, one_line
 from lore.store import Record, Store
 from lore.store.records import SEVERITIES
 from lore.store.validate import check_severity, check_text
@@ -178,10 +174,10 @@ def list_lessons(store: Store, query: str | None = None, *, min_confidence: floa
     rule confidence, then newer, then id. Returns (lesson, relevance) pairs.
     """
     lessons = [r for r in store.load().of_kind("lesson") if r.active and r.confidence >= min_confidence]
-    docs = [_terms(lesson_text(r)) for r in lessons]
+    docs = [tokens(lesson_text(r)) for r in lessons]
     scores = [0.0] * len(lessons)
     if query and query.strip():
-        wanted = _terms(query)
+        wanted = tokens(query)
         if not wanted:
             raise UsageError(f"the query {query!r} has no searchable words")
         stats = Bm25Stats.build(docs)
@@ -197,41 +193,6 @@ def list_lessons(store: Store, query: str | None = None, *, min_confidence: floa
     if limit is not None:
         kept = kept[:limit]
     return [(lessons[i], round(scores[i], 4)) for i in kept]
-
-
-def _terms(text: str) -> list[str]:
-    """Word tokens plus the parts of joined ones (``lock_timeout`` also gives ``lock`` and ``timeout``)."""
-    out: list[str] = []
-    for token in tokens(text):
-        out.append(token)
-        if any(c in token for c in "._-"):
-            out.extend(part for part in re.split(r"[._-]+", token) if part)
-    return out
-
-
-def render_text(record: Record, now: datetime) -> str:
-    """A lesson for people: its rule, the story behind it, and its standing."""
-    raw = record.raw
-    head = (
-        f"{record.id}  lesson  {record.project or '-'}  {date_of(record)} ({age(record.timestamp, now)} ago)"
-    )
-    out = [head, one_line(record.title), ""]
-    for label, key, fallback in (("Situation", "situation", "context"), ("Error pattern", "error_pattern", "problem"),
-                                 ("Oversight", "oversight", None), ("Fix", "fix", "solution"), ("Rule", "rule", None),
-                                 ("Inverse", "inverse", None), ("Scope", "scope", None)):  # fmt: skip
-        value = raw.get(key) or (raw.get(fallback) if fallback else None)
-        if isinstance(value, str) and value.strip():
-            out.append(f"{label}: {value.strip()}")
-    if out[-1] != "":
-        out.append("")
-    meta = [f"status {record.status}", f"severity {raw.get('severity') or 'medium'}",
-            f"rule confidence {record.confidence:.2f}"]  # fmt: skip
-    if record.tags:
-        meta.append("tags " + ", ".join(record.tags))
-    out.append(" · ".join(meta))
-    if raw.get("superseded_by"):
-        out.append(f"Superseded by: {raw['superseded_by']}")
-    return "\n".join(out) + "\n"
 
 
 def severity_rank(record: Record) -> int:

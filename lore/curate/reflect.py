@@ -79,16 +79,14 @@ def links_between(centres: list[Centre], edges: list[tuple[str, str, str]]) -> l
 
 def shared_terms(centres: list[Centre], limit: int = SHARED_TERMS) -> list[str]:
     """Words that at least two central records share, most widely shared first (as first written)."""
-    import re
-
-    from lore.curate.similarity import STOPWORDS, stem
+    from lore.analysis import STOPWORDS, stem, words
 
     counts: Counter[str] = Counter()
     surface: dict[str, str] = {}
     for centre in centres:
         stems = set()
-        for word in re.findall(r"[a-z][a-z0-9_-]{2,}", centre.record.content.lower()):
-            if word not in STOPWORDS:
+        for word in words(centre.record.content):
+            if len(word) > 2 and word[0].isalpha() and word not in STOPWORDS:
                 stems.add(stem(word))
                 surface.setdefault(stem(word), word)
         counts.update(stems)

@@ -4,6 +4,10 @@ Pure functions, no I/O: normalisation and a normalised-text hash, word Jaccard,
 a self-normalised BM25 score, an extractor for the specifics that make two
 near-identical notes different (numbers, versions, flags, identifiers, file
 names, product names), and a heuristic for "same topic, opposite advice".
+
+Words, stopwords and stems are ``lore.analysis``'s, the BM25 channel's own: the one
+difference is that contractions are spelt out first ("don't" -> "do not"), so that
+a negation is a word here (the search index drops "don't" whole).
 """
 
 from __future__ import annotations
@@ -16,6 +20,9 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from lore import analysis
+from lore.analysis import STOPWORDS, stem
 
 # -- normalisation --------------------------------------------------------------
 
@@ -44,24 +51,12 @@ _CONTRACTIONS = (
     (re.compile(r"\bshan['’]t\b"), "shall not"),
     (re.compile(r"n['’]t\b"), " not"),
 )
-_WORD = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
 
 
 def _split(words: str) -> list[str]:
     return words.split()
 
 
-# Function words: dropped from lexical comparison. Negations are deliberately NOT here.
-STOPWORDS = frozenset(
-    _split(
-        """a an the and or but if then else of to in on at by for with from into onto as is are was were be been
-    being it its this that these those there here we our us you your they them their i me my he she his her
-    so such than too very can could would should will shall may might must do does did done has have had
-    having which who whom what when where why how all any both each few more most other some own same just
-    also only about above after again against below between during before through under until up down out
-    over off further once because while per via etc e.g i.e"""
-    )
-)
 NEGATIONS = frozenset({"not", "no", "never", "none", "nothing", "nor", "without", "neither"})
 
 
@@ -72,25 +67,18 @@ def _expand_contractions(text: str) -> str:
     return text
 
 
-def stem(word: str) -> str:
-    """A very light suffix stripper so that cache/caches/caching/cached meet."""
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    for suffix in ("ingly", "edly", "ing", "ed", "es", "s", "e"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            break
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "i"
-    elif word.endswith("y") and len(word) > 3:
-        word = word[:-1] + "i"
-    return word
-
-
-def tokens(text: str, *, keep_stopwords: bool = False) -> list[str]:
-    """Lower-cased, lightly stemmed word tokens (negations kept)."""
-    words = _WORD.findall(_expand_contractions(unicodedata.normalize("NFKC", text or "")))
-    return [stem(w) for w in words if keep_stopwords or w not in STOPWORDS]
+def tokens(text: str) -> list[str]:
+    """``lore.analysis.terms`` of the text with contractions spelt out: Snowball stems, negations kept."""
+    text = text or ""
+    if not text.isascii():  # NFKC leaves ASCII unchanged
+        text = unicodedata.normalize("NFKC", text)
+    # The contraction rules all need an apostrophe; without one, expanding is just case-folding,
+    # which on ASCII is the lower-casing analysis.terms does anyway.
+    if "'" in text or "\u2019" in text:
+        text = _expand_contractions(text)
+    elif not text.isascii():
+        text = text.casefold()
+    return analysis.terms(text)
 
 
 def word_set(text: str) -> frozenset[str]:
@@ -381,8 +369,8 @@ def differs_in_specifics(a: str, b: str) -> str | None:
     other leaves out is not a difference.
     """
     spec_a, spec_b = extract_specifics(a), extract_specifics(b)
-    raw_a = set(_WORD.findall(_word_numbers(a).casefold()))
-    raw_b = set(_WORD.findall(_word_numbers(b).casefold()))
+    raw_a = set(analysis.words(_word_numbers(a).casefold()))
+    raw_b = set(analysis.words(_word_numbers(b).casefold()))
     words_a, words_b = {stem(w) for w in raw_a}, {stem(w) for w in raw_b}
     pooled_a = set().union(*spec_a.by_category().values())
     pooled_b = set().union(*spec_b.by_category().values())
@@ -409,9 +397,13 @@ def differs_in_specifics(a: str, b: str) -> str | None:
     return _choice_difference(raw_a, raw_b)
 
 
-def _content_sequence(text: str) -> list[str]:
+def _content_words(text: str) -> list[str]:
     # Number words as digits: "four hundred" and "400" are the same slot filler, not a swap.
-    return [stem(w) for w in _WORD.findall(_expand_contractions(_word_numbers(text))) if w not in STOPWORDS]
+    return [w for w in analysis.words(_expand_contractions(_word_numbers(text))) if w not in STOPWORDS]
+
+
+def _content_sequence(text: str) -> list[str]:
+    return [stem(w) for w in _content_words(text)]
 
 
 def substituted_slot(a: str, b: str, *, max_slot: int = 2) -> str | None:
@@ -421,7 +413,8 @@ def substituted_slot(a: str, b: str, *, max_slot: int = 2) -> str | None:
     engineering notes a minimal pair almost always records a different choice. Spelling fixes
     (the swapped words nearly identical) are not counted.
     """
-    seq_a, seq_b = _content_sequence(a), _content_sequence(b)
+    words_a, words_b = _content_words(a), _content_words(b)
+    seq_a, seq_b = [stem(w) for w in words_a], [stem(w) for w in words_b]
     changes = [op for op in difflib.SequenceMatcher(None, seq_a, seq_b, autojunk=False).get_opcodes()
                if op[0] != "equal"]  # fmt: skip
     if len(changes) != 1 or changes[0][0] != "replace":
@@ -429,7 +422,8 @@ def substituted_slot(a: str, b: str, *, max_slot: int = 2) -> str | None:
     _, a0, a1, b0, b1 = changes[0]
     if a1 - a0 > max_slot or b1 - b0 > max_slot or len(seq_a) - (a1 - a0) < 2:
         return None
-    left, right = " ".join(seq_a[a0:a1]), " ".join(seq_b[b0:b1])
+    # The words as written: a stem can hide a typo's likeness ("advisroy" / "advisori").
+    left, right = " ".join(words_a[a0:a1]), " ".join(words_b[b0:b1])
     if difflib.SequenceMatcher(None, left, right).ratio() >= 0.8:
         return None  # a typo fix or an inflection the stemmer missed
     return f"wording {left} vs {right}"
@@ -458,6 +452,8 @@ _CLAUSE_SPLIT = re.compile(
     r"[;.!?\n]+|,\s*(?=(?:but|and|not|never|instead|rather|then)\b)|,|\bbut\b|\bhowever\b"
 )
 _CONDITION = re.compile(r"\b(?:because|since|so|as it|as they|which|otherwise|unless|due to)\b.*$")
+# "Whether or not the features are ready, ..." says "regardless", not "no": not a polarity flip.
+_WHETHER_OR_NOT = re.compile(r"\bwhether\s+or\s+not\b")
 _PREFERENCE = re.compile(
     r"(?P<x>[\w.+#/-]+(?:\s+[\w.+#/-]+){0,3}?)\s*,?\s+(?:over|instead of|rather than|in favou?r of|not)\s+"
     r"(?P<y>[\w.+#/-]+(?:\s+[\w.+#/-]+){0,3})"
@@ -471,13 +467,13 @@ class Clause:
 
 
 def _clauses(text: str) -> list[Clause]:
-    text = _expand_contractions(text)
+    text = _WHETHER_OR_NOT.sub("regardless of whether", _expand_contractions(text))
     result = []
     for part in _CLAUSE_SPLIT.split(text):
         part = _CONDITION.sub("", part).strip()
         if not part:
             continue
-        words = _WORD.findall(part)
+        words = analysis.words(part)
         flips = sum(1 for w in words if w in NEGATIVE_CUES)
         topic = frozenset(
             stem(w) for w in words if w not in STOPWORDS and w not in NEGATIVE_CUES and w not in POSITIVE_CUES
@@ -503,9 +499,9 @@ def _preferences(text: str) -> list[tuple[frozenset[str], frozenset[str]]]:
             continue
         # The nearest words on each side of "over" carry the choice.
         x_words = [
-            stem(w) for w in _WORD.findall(match.group("x")) if w not in STOPWORDS and w not in POSITIVE_CUES
+            stem(w) for w in analysis.words(match.group("x")) if w not in STOPWORDS and w not in POSITIVE_CUES
         ]
-        y_words = [stem(w) for w in _WORD.findall(match.group("y")) if w not in STOPWORDS]
+        y_words = [stem(w) for w in analysis.words(match.group("y")) if w not in STOPWORDS]
         if x_words and y_words:
             found.append((frozenset(x_words[-2:]), frozenset(y_words[:2])))
     return found

@@ -14,7 +14,7 @@ arrays, so a query is a few array slices, one vectorised impact formula and one
 
 Scoring is BM25F (Robertson and Zaragoza 2009): per-field term frequencies are
 length-normalised and weighted, summed into one pseudo-frequency, then
-saturated once with k1. Text analysis comes from ``lore.index.analysis``.
+saturated once with k1. Text analysis comes from ``lore.analysis``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from lore.index.analysis import terms as analyse
+from lore.analysis import terms as analyse
 from lore.index.scoring import FIELD_BOOSTS, K1, B, idf_value, impact  # noqa: F401  (re-exported)
 from lore.index.table import IndexFileError, describe
 
@@ -336,7 +336,7 @@ class Bm25Index:
         """Whether the vocabulary holds a term one edit away from ``term`` (a likely typo of it)."""
         import numpy as np
 
-        from lore.index.analysis import one_edit_away
+        from lore.analysis import one_edit_away
 
         near = one_edit_away(term)
         if self.delta is not None and any(self.document_frequency(c) for c in near if c in self.delta.vocab):

@@ -62,11 +62,15 @@ class BuildReport:
 
 
 
-def embed_texts(texts: list[str], progress: Progress = no_progress) -> tuple[np.ndarray | None, str | None, str | None]:
-    """(vectors, model identity, model error) — a broken model leaves lexical search working."""
-    from lore.index.embedder import get_query_encoder, model_identity, model_spec
+def embed_texts(texts: list[str], model: str | None,
+                progress: Progress = no_progress) -> tuple[np.ndarray | None, str | None, str | None]:  # fmt: skip
+    """(vectors, model identity, model error) — a broken model leaves lexical search working.
 
-    spec = model_spec()
+    ``model``: the configured model (``Settings.embed_model``; None: the bundled one).
+    """
+    from lore.embedder import get_query_encoder, model_identity, model_spec
+
+    spec = model_spec(model)
     try:
         # The encoder the queries and the delta segment use (model2vec's own sums the float16
         # embeddings in float16: up to 9e-5 apart): every vector of the index comes from one
@@ -89,10 +93,11 @@ def embed_texts(texts: list[str], progress: Progress = no_progress) -> tuple[np.
 class Builder:
     """Writes generations of the index in ``index_dir`` from the records of ``store``."""
 
-    def __init__(self, index_dir: Path, store: Store) -> None:
+    def __init__(self, index_dir: Path, store: Store, model: str | None) -> None:
         self.index_dir = index_dir
         self.store = store
         self.data_dir = store.data_dir
+        self.model = model  # Settings.embed_model (None: the bundled model)
 
     def full(self, progress: Progress, procs: int | None) -> BuildReport:
         timings: dict[str, float] = {}
@@ -117,9 +122,9 @@ class Builder:
             t = time.perf_counter()
             try:
                 if len(texts) >= EMBED_PROCESS_THRESHOLD:
-                    *embedded["result"], embedded["forward"] = _side_jobs_in_subprocess(texts, field_pairs)
+                    *embedded["result"], embedded["forward"] = _side_jobs_in_subprocess(texts, field_pairs, self.model)
                 else:
-                    embedded["result"] = embed_texts(texts, progress)
+                    embedded["result"] = embed_texts(texts, self.model, progress)
             except BaseException as exc:  # surfaced in the main thread
                 embedded["error"] = exc
             embedded["seconds"] = time.perf_counter() - t
@@ -209,7 +214,7 @@ class Builder:
         identity = meta.model
         warning = None
         if old_vectors is not None:
-            embedded_changed, identity, warning = embed_texts([embedding_text(r) for r in changed], progress)
+            embedded_changed, identity, warning = embed_texts([embedding_text(r) for r in changed], self.model, progress)
             if embedded_changed is None:
                 return None
             import numpy as np
@@ -266,7 +271,7 @@ class Builder:
     def meta(self, directory: Path, counts: dict[str, int], names: dict[str, str], revision: int,
               identity: str | None, embeddings: bool, *, built: bool, previous: GenerationMeta | None = None,
               model_error: str | None = None) -> GenerationMeta:  # fmt: skip
-        from lore.index.embedder import model_identity, model_spec
+        from lore.embedder import model_identity, model_spec
 
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         manifest = source_manifest(self.data_dir)
@@ -277,10 +282,10 @@ class Builder:
             updated_at=now,
             revision=revision,
             model=identity,
-            model_spec=model_spec(),
+            model_spec=model_spec(self.model),
             # The model that was configured (its identity): without embeddings, the index is
             # stale only once this changes (``freshness.staleness``), not on every search.
-            model_wanted=model_identity(),
+            model_wanted=model_identity(self.model),
             model_error=None if embeddings else model_error,
             embeddings=embeddings,
             counts=counts,
@@ -307,7 +312,8 @@ class Builder:
 EMBED_PROCESS_THRESHOLD = 3000
 
 
-def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) -> tuple[Any, str | None, str | None, bm25.Forward | None]:
+def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]],
+                             model: str | None) -> tuple[Any, str | None, str | None, bm25.Forward | None]:  # fmt: skip
     """Embed and analyse in ``python -m lore.index.build_worker``.
 
     Returns (vectors, model identity, warning, BM25 forward index); on a worker
@@ -328,15 +334,15 @@ def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]]) ->
         # (and BLAS) would take both and slow the Whoosh writer it runs beside.
         single = dict.fromkeys(("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
         env = {**os.environ, **single, "TOKENIZERS_PARALLELISM": "false"}
-        done = subprocess.run(python_argv("-m", "lore.index.build_worker", str(work)), capture_output=True,
-                              check=False, env=env)  # fmt: skip
+        done = subprocess.run(python_argv("-m", "lore.index.build_worker", str(work), *([model] if model else [])),
+                              capture_output=True, check=False, env=env)  # fmt: skip
         if done.returncode == 0 and (work / "embedding.json").exists():
             info = orjson.loads((work / "embedding.json").read_bytes())
             forward = bm25.read_forward(work / "vocab.json", work / "forward.npz")
             if info.get("identity") is None:
                 return None, None, info.get("warning"), forward
             return np.load(work / "vectors.npy"), info["identity"], info.get("warning"), forward
-    return (*embed_texts(texts), None)
+    return (*embed_texts(texts, model), None)
 
 
 

@@ -1,9 +1,9 @@
-"""``python -m lore.index.build_worker WORKDIR``: the indexer's second process.
+"""``python -m lore.index.build_worker WORKDIR [MODEL]``: the indexer's second process.
 
 Large builds run this beside Whoosh so the two use two cores: it embeds
 ``WORKDIR/texts.jsonl`` into ``vectors.npy`` and analyses the title/body pairs
 in ``fields.jsonl`` into a BM25 forward index (``forward.npz`` plus
-``vocab.json``). A plain subprocess (rather than multiprocessing) never
+``vocab.json``), with MODEL (the configured model; none: the bundled one). A plain subprocess (rather than multiprocessing) never
 re-imports the caller's ``__main__``, so builds work from any script.
 """
 
@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     bm25.write_forward(forward, workdir / "vocab.json", workdir / "forward.npz")
 
     texts = [orjson.loads(line) for line in (workdir / "texts.jsonl").read_bytes().splitlines()]
-    matrix, identity, warning = embed_texts(texts)
+    matrix, identity, warning = embed_texts(texts, argv[1] if len(argv) > 1 else None)
     if matrix is not None:
         np.save(workdir / "vectors.npy", np.asarray(matrix, dtype=np.float32))
     (workdir / "embedding.json").write_bytes(

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from lore.index.analysis import one_edit_away
+from lore.analysis import one_edit_away
 from lore.index.reader import IndexReader
 from lore.index.scoring import FIELD_BOOSTS, K1, B, idf_value
 from lore.index.table import IndexFileError, describe

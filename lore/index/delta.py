@@ -130,8 +130,8 @@ def _segments_of(reader: IndexReader, directory: Path) -> tuple[list[str | None]
     return ids, kinds, delta, dead
 
 
-def append(data_dir: Path, directory: Path, meta: GenerationMeta,
-           reader: IndexReader | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
+def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexReader | None = None, *,
+           model: str | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
     """Write a delta segment for records appended since ``meta``; None when the full refresh is needed.
 
     ``reader``: the generation's reader, loaded (by the manager's check), whose parts are used
@@ -240,12 +240,12 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta,
     if meta.embeddings and "vectors" in files:
         import numpy as np
 
+        from lore.embedder import get_query_encoder
         from lore.errors import ModelError
         from lore.index import vectors
-        from lore.index.embedder import get_query_encoder
 
         try:
-            encoded = get_query_encoder().encode([embedding_text(r) for r in fresh])
+            encoded = get_query_encoder(model).encode([embedding_text(r) for r in fresh])
         except ModelError:
             return None
         old_matrix = vectors.load_file(directory / files["delta_vectors"]) if has_delta else None

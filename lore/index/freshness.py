@@ -26,23 +26,23 @@ def source_manifest(data_dir: Path) -> dict[str, list[int]]:
     return manifest
 
 
-def staleness(meta: GenerationMeta, data_dir: Path) -> str | None:
-    """Why the index is out of step with ``data_dir``, or None if it is not."""
-    from lore.index.embedder import model_identity, model_spec
+def staleness(meta: GenerationMeta, data_dir: Path, model: str | None) -> str | None:
+    """Why the index is out of step with ``data_dir`` and ``model`` (``Settings.embed_model``), or None if it is not."""
+    from lore.embedder import model_identity, model_spec
 
     if meta.damaged:  # set by a reader that found a file unreadable
         return meta.damaged
     if meta.data_dir != str(data_dir.resolve()):
         return OTHER_DATA_DIR
     if meta.embeddings:
-        if meta.model != model_identity():
+        if meta.model != model_identity(model):
             return MODEL_CHANGED
     elif meta.model_wanted is not None:
         # Built without embeddings because the configured model could not be loaded: only
         # another model (or this one appearing) makes re-embedding worth trying, not every search.
-        if meta.model_wanted != model_identity():
+        if meta.model_wanted != model_identity(model):
             return f"{MODEL_CHANGED} (the index was built without embeddings)"
-    elif meta.model_spec != model_spec():  # indexes from before ``model_wanted``
+    elif meta.model_spec != model_spec(model):  # indexes from before ``model_wanted``
         return f"{MODEL_CHANGED} (the index was built without embeddings)"
     changed = changed_sources(meta, data_dir, first_only=True)
     if changed is None:

@@ -66,7 +66,7 @@ class IndexManager:
 
     @property
     def builder(self) -> Builder:
-        return Builder(self.index_dir, self.store)
+        return Builder(self.index_dir, self.store, self.locations.embed_model)
 
     # -- reading the current state ------------------------------------------------
     def current_dir(self) -> Path | None:
@@ -124,7 +124,7 @@ class IndexManager:
 
     def staleness(self, meta: GenerationMeta) -> str | None:
         """Why the index is out of step with the data dir, or None if it is not (stat only)."""
-        return _staleness(meta, self.data_dir)
+        return _staleness(meta, self.data_dir, self.locations.embed_model)
 
     def status(self) -> IndexStatus:
         found = self.read_meta()
@@ -176,7 +176,7 @@ class IndexManager:
                     if damage is None and reason is None:
                         return BuildReport("up-to-date", meta.records, seconds=time.perf_counter() - started,
                                            embeddings=meta.embeddings)  # fmt: skip
-                    appended = None if damage is not None or full else delta.append(self.data_dir, directory, meta, reader)
+                    appended = None if damage is not None or full else delta.append(self.data_dir, directory, meta, reader, model=self.locations.embed_model)
                 finally:
                     if reader is not None:
                         reader.close()

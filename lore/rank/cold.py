@@ -7,7 +7,8 @@ hook may take. This path answers from the BM25 channel only, read by
 steps ``pipeline.run`` runs with ``channels=("bm25",)``: the same row filter
 (active records only: candidates are never injected), fusion, scoring stages
 (decay, reinforcement, project boost, coverage...), lexical evidence-gap rule,
-graph expansion and rendering (``context.assemble``). Its top hits are those of
+graph expansion; ``lore.agent.prompt.cold_context_for_prompt`` renders them
+(``context.assemble``, a later layer than this one). Its top hits are those of
 ``lore search --channels bm25`` with the hook's options. It declines (and the
 whole pipeline answers) a prompt with quoted phrases, and one with fewer than
 three BM25 candidates, among which the lexical gap rule cannot see a standout:
@@ -21,12 +22,12 @@ deadline), ``off`` (inject nothing until the helper runs).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from lore.index import analysis
+from lore import analysis
 from lore.rank import fusion, intent
-from lore.rank.pipeline import Laps, SearchOptions, SearchResponse, bm25_evidence, finish, fuse, with_text
+from lore.rank.pipeline import Laps, SearchOptions, SearchResponse, bm25_evidence, finish, fuse
 from lore.rank.query import quoted_phrases
 
 if TYPE_CHECKING:
@@ -130,49 +131,6 @@ def open_reader(locations: Locations) -> ColdReader:
     reader = ColdReader(directory, meta)
     reader.load()
     return reader
-
-
-def prompt_context(prompt: str, cwd: str | None, budget: int, locations: Locations, *, mode: str = "lexical",
-                   gap_line: bool = False, seen: tuple[str, ...] = (), deadline: float | None = None,
-                   log: Callable[[str, str], None] | None = None) -> tuple[str, tuple[str, ...]] | None:  # fmt: skip
-    """The hook's block for ``prompt`` from the cold lexical path, and its ids; None when the full pipeline should answer.
-
-    ``("", ())`` when there is nothing to inject (the injection decision says no,
-    ``LORE_HOOK_COLD=off``, or the hard ``deadline`` passed). Errors propagate: the
-    hook logs them and injects nothing.
-    """
-    if mode == "off":
-        return "", ()
-    if mode == "full":
-        return None
-    from lore.context import HOOK, block_for
-    from lore.project import detect_project
-    from lore.rank import access as access_log
-    from lore.rank import null
-    from lore.rank.query import scrub_query
-
-    reader = open_reader(locations)
-    try:
-        scrubbed = scrub_query(prompt)
-        now = time.time()
-        project = detect_project(cwd) if cwd else None
-        options = hook_options(project, now)
-        stats = access_log.load_stats(locations.access_log)
-        try:
-            response = lexical_run(reader, scrubbed.text, options, access=stats)
-        except Declined:
-            return None
-        access_log.log_response(locations.access_log, response, stats, now)
-        response.hits = [with_text(reader, hit) for hit in response.hits]
-        block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
-                          null=null.load(reader.directory))  # fmt: skip
-        if deadline is not None and time.monotonic() > deadline:
-            if log is not None:
-                log("deadline", "cold lexical answer past the hook's deadline; injected nothing")
-            return "", ()
-        return block.text, tuple(item.id for item in block.items)
-    finally:
-        reader.close()
 
 
 def hook_options(project: str | None, now: float, *, deadline: float | None = None,

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
-from lore.index import analysis
+from lore import analysis
 
 # The per-hit evidence, each measured on the hit's title and content.
 LEXICAL_EVIDENCE = ("coverage", "coverage_rest", "title_share", "title_coverage")

@@ -34,7 +34,7 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     """Run the hook's search (whole pipeline, and BM25 alone as the cold path) over ``inject.NULL_PROMPTS``."""
     import statistics  # here: the cold hook imports this module, and statistics costs it ~4 ms
 
-    from lore.index import analysis
+    from lore import analysis
     from lore.rank.cold import hook_options
     from lore.rank.pipeline import CHANNELS
     from lore.search import search

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from lore import analysis
 from lore.errors import ModelError
-from lore.index import analysis
 from lore.rank import fusion, intent, traverse
 from lore.rank.diversity import mmr
 from lore.rank.gap import GapSettings, GapVerdict, assess

@@ -134,3 +134,28 @@ def record_json(record: Record) -> dict[str, Any]:
         "status": record.status,
         "record": record.raw,
     }
+
+
+def render_lesson(record: Record, now: datetime) -> str:
+    """A lesson for people: its rule, the story behind it, and its standing."""
+    raw = record.raw
+    head = (
+        f"{record.id}  lesson  {record.project or '-'}  {date_of(record)} ({age(record.timestamp, now)} ago)"
+    )
+    out = [head, one_line(record.title), ""]
+    for label, key, fallback in (("Situation", "situation", "context"), ("Error pattern", "error_pattern", "problem"),
+                                 ("Oversight", "oversight", None), ("Fix", "fix", "solution"), ("Rule", "rule", None),
+                                 ("Inverse", "inverse", None), ("Scope", "scope", None)):  # fmt: skip
+        value = raw.get(key) or (raw.get(fallback) if fallback else None)
+        if isinstance(value, str) and value.strip():
+            out.append(f"{label}: {value.strip()}")
+    if out[-1] != "":
+        out.append("")
+    meta = [f"status {record.status}", f"severity {raw.get('severity') or 'medium'}",
+            f"rule confidence {record.confidence:.2f}"]  # fmt: skip
+    if record.tags:
+        meta.append("tags " + ", ".join(record.tags))
+    out.append(" · ".join(meta))
+    if raw.get("superseded_by"):
+        out.append(f"Superseded by: {raw['superseded_by']}")
+    return "\n".join(out) + "\n"

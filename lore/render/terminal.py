@@ -77,7 +77,7 @@ def render_search(response: SearchResponse, *, explain: bool = False, now: float
 
     from rich.text import Text
 
-    from lore.index.analysis import terms as query_terms
+    from lore.analysis import terms as query_terms
     from lore.rank.query import content_words
 
     out = out if out is not None else console()

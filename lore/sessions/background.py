@@ -24,12 +24,12 @@ def capture_enabled(flag: bool, settings: Settings) -> bool:
     return settings.capture if settings.capture is not None else flag
 
 
-def spawn_capture(transcript: str, session_id: str | None, *, data_dir: str | None = None, index_dir: str | None = None,
-                  project: str | None = None) -> int:  # fmt: skip
+def spawn_capture(transcript: str, session_id: str | None, settings: Settings, *, data_dir: str | None = None,
+                  index_dir: str | None = None, project: str | None = None) -> int:  # fmt: skip
     """Start the capture in the background; its pid. ``os.posix_spawn``: no fork of the hook's memory."""
     from lore.paths import cache_dir
 
-    log = cache_dir() / "capture.log"
+    log = cache_dir(settings) / "capture.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     from lore.interpreter import lore_argv
 

@@ -10,7 +10,6 @@ the auto-memory notes Claude Code keeps in ``~/.claude/projects/<slug>/memory/*.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -30,18 +29,19 @@ BATCH_TRANSCRIPTS = 50
 BATCH_SECONDS = 5.0
 
 
-def config_dir() -> Path:
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".claude"
+def config_dir(configured: str | None) -> Path:
+    """Claude Code's own directory: ``configured`` (its ``CLAUDE_CONFIG_DIR``, read by the command), else ``~/.claude``."""
+    return Path(configured).expanduser() if configured else Path.home() / ".claude"
 
 
 def slug(directory: str | Path) -> str:
     return re.sub(r"[^A-Za-z0-9-]", "-", str(directory))
 
 
-def transcripts(project: str | None = None, since: datetime | None = None, root: Path | None = None) -> list[Path]:
-    """Session transcripts, oldest first; ``project``: a project name or directory the slug ends with."""
-    base = root or config_dir() / "projects"
+def transcripts(root: Path, project: str | None = None, since: datetime | None = None) -> list[Path]:
+    """Session transcripts in ``root`` (``config_dir(...) / "projects"``), oldest first; ``project``: a project
+    name or directory the slug ends with."""
+    base = root
     if not base.is_dir():
         return []
     wanted = slug(project).strip("-") if project else None
@@ -79,7 +79,7 @@ class ImportSummary:
 
 def import_transcripts(store: Store, paths: list[Path], *, project: str | None = None, dry_run: bool = False,
                        method: str | None = None, step: Callable[[Path], None] | None = None,
-                       settings: Settings | None = None, batch_size: int = BATCH_TRANSCRIPTS,
+                       settings: Settings, batch_size: int = BATCH_TRANSCRIPTS,
                        batch_seconds: float = BATCH_SECONDS) -> ImportSummary:  # fmt: skip
     """Capture each transcript (only what the per-session state has not seen); the distillation once at the end.
 
@@ -105,7 +105,7 @@ def import_transcripts(store: Store, paths: list[Path], *, project: str | None =
         for item in paths:
             capture(item, None)
         return summary
-    batch = CaptureBatch(store)
+    batch = CaptureBatch(store, settings)
     todo = iter(paths)
     path: Path | None = next(todo, None)
     while path is not None:
@@ -140,9 +140,9 @@ def _count(summary: ImportSummary, report: Any) -> None:
 
 
 # -- memory files ------------------------------------------------------------------------------------
-def memory_files(project_dir: Path) -> list[tuple[str, Path]]:
-    """``(scope, path)`` of the memory files that exist: user, project, local, rules, auto memory."""
-    home = config_dir()
+def memory_files(project_dir: Path, home: Path) -> list[tuple[str, Path]]:
+    """``(scope, path)`` of the memory files that exist: user (in ``home``, Claude Code's ``config_dir``), project,
+    local, rules, auto memory."""
     found: list[tuple[str, Path]] = [("user", home / "CLAUDE.md"), ("project", project_dir / "CLAUDE.md"),
                                      ("project", project_dir / ".claude" / "CLAUDE.md"),
                                      ("local", project_dir / "CLAUDE.local.md")]  # fmt: skip
@@ -206,12 +206,12 @@ def memory_items(text: str) -> list[tuple[str, str]]:
     return items
 
 
-def read_claude_memory(project_dir: Path, project: str) -> Any:
+def read_claude_memory(project_dir: Path, project: str, home: Path) -> Any:
     """The memory files as a ``lore.transfer.Source``: one observation per item (active: a person wrote them)."""
     from lore.transfer import Problem, Source
 
     source = Source()
-    for scope, path in memory_files(project_dir):
+    for scope, path in memory_files(project_dir, home):
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:

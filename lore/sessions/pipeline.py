@@ -91,17 +91,13 @@ def rejected_before(store: Store, kind: str, raw: dict[str, Any]) -> bool:
 
 def capture_session(store: Store, path: str | Path, *, project: str | None = None, session_id: str | None = None,
                     method: str | None = None, dry_run: bool = False, distill: bool = True,
-                    settings: Settings | None = None, batch: CaptureBatch | None = None) -> CaptureReport:  # fmt: skip
+                    settings: Settings, batch: CaptureBatch | None = None) -> CaptureReport:  # fmt: skip
     """Capture what is new in the transcript at ``path`` (see the module docstring).
 
-    ``settings``: read from the environment when not given (the CLI and the hooks pass theirs).
+    ``settings``: the caller's (the CLI, the hooks and ``Lore`` read them once).
     ``batch``: a ``CaptureBatch`` shared by the captures of one import (its caller holds the
     capture lock and flushes it); the records and the session's state are written at its flush.
     """
-    if settings is None:
-        from lore.settings import Settings
-
-        settings = Settings.from_env()
     transcript = Path(path).expanduser().absolute()
     if not transcript.is_file():
         raise NotFoundError(f"transcript {transcript} does not exist" if not transcript.exists() else f"{transcript} is not a file")
@@ -112,7 +108,7 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
         raise UsageError("a dry run cannot be batched")  # pragma: no cover - import_transcripts never does
     if not dry_run:
         store.prepare_write()
-    base = state.root(store.data_dir)
+    base = state.root(store.data_dir, settings)
     with state.locked(base) if not dry_run and batch is None else contextlib.nullcontext():
         saved = batch.load_state(key) if batch is not None else state.load(base, key)
         if saved.get("transcript") not in (None, str(transcript)):
@@ -140,7 +136,7 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
             report.warnings.extend(logs)
         else:
             candidates += heuristics.statements(chunk.utterances)
-        writer = _Writer(store, report, key, transcript, project, dry_run, settings.auto_accept, batch)
+        writer = _Writer(store, report, key, transcript, project, dry_run, settings, batch)
         for candidate in candidates:
             writer.write(candidate, chunk)
         touched = Touched.from_state(saved.get("touched"))
@@ -161,12 +157,12 @@ def capture_session(store: Store, path: str | Path, *, project: str | None = Non
     return report
 
 
-def distill_after_capture(store: Store, settings: Settings | None = None) -> list[str]:
+def distill_after_capture(store: Store, settings: Settings) -> list[str]:
     """The lesson distillation cycle after a capture (repeated failures -> lesson candidates), as notices."""
     from lore.curate.distill import distill_failures
 
     try:
-        lessons = distill_failures(store, auto_accept=settings.auto_accept if settings is not None else None)
+        lessons = distill_failures(store, auto_accept=settings.auto_accept)
     except LoreError as error:
         return [f"distillation skipped: {error.message}"]
     return [f"distilled lesson candidate {r.id}: {r.title}" for r in lessons]
@@ -200,9 +196,10 @@ class CaptureBatch:
     skip what was written). The caller holds the capture lock from ``begin`` to ``flush``.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, settings: Settings) -> None:
         self.store = store
-        self.base = state.root(store.data_dir)
+        self.embed_model = settings.embed_model  # the duplicate check's model
+        self.base = state.root(store.data_dir, settings)
         self.snapshot = Snapshot()
         self.hashes: set[str] = set()
         self.pending: list[tuple[str, dict[str, Any]]] = []
@@ -276,7 +273,8 @@ class CaptureBatch:
         if check:
             from lore.curate.dedup import check_before_write
 
-            notices = check_before_write(self.store, kind, raw, force=False, merge=False, snapshot=self.snapshot).notices
+            notices = check_before_write(self.store, kind, raw, force=False, merge=False, snapshot=self.snapshot,
+                                         model=self.embed_model).notices  # fmt: skip
         raw = {"id": self.store.new_id(kind, self._ids), **raw}
         raw.setdefault("schema_version", SCHEMA_VERSION)
         record = Record(kind=kind, id=raw["id"], raw=raw)
@@ -343,8 +341,9 @@ class _Writer:
     """Turns candidates into stored records, skipping what was captured or rejected before."""
 
     def __init__(self, store: Store, report: CaptureReport, session_id: str, transcript: Path, project: str,
-                 dry_run: bool, auto_accept: str, batch: CaptureBatch | None = None) -> None:  # fmt: skip
-        self.store, self.report, self.session_id, self.auto_accept = store, report, session_id, auto_accept
+                 dry_run: bool, settings: Settings, batch: CaptureBatch | None = None) -> None:  # fmt: skip
+        self.store, self.report, self.session_id, self.auto_accept = store, report, session_id, settings.auto_accept
+        self.embed_model = settings.embed_model  # the duplicate check's model
         self.transcript, self.project, self.dry_run, self.batch = transcript, project, dry_run, batch
         # The hashes of what is stored (the batch's, kept current), and those this capture has seen.
         self.stored: set[str] = set()
@@ -394,7 +393,7 @@ class _Writer:
                 if check and self.store.exists():
                     from lore.curate.dedup import check_before_write
 
-                    check_before_write(self.store, candidate.kind, raw, force=False, merge=False)
+                    check_before_write(self.store, candidate.kind, raw, force=False, merge=False, model=self.embed_model)
                 report.proposed.append({"kind": candidate.kind, **raw})
                 report.redactions.extend(scrub.kinds)
                 return
@@ -404,7 +403,8 @@ class _Writer:
                 report.redactions.extend(scrub.kinds)
                 report.notices.extend(n.replace("{new_id}", record.id) for n in notices)
                 return
-            result = store_record(self.store, candidate.kind, raw, scrub, WriteOptions(check_duplicates=check), op="capture")
+            options = WriteOptions(check_duplicates=check, embed_model=self.embed_model)
+            result = store_record(self.store, candidate.kind, raw, scrub, options, op="capture")
         except DuplicateError as error:
             report.skipped["duplicate"] += 1
             report.notices.append(f"{candidate.kind} not stored: it duplicates {error.existing_id}")

@@ -15,18 +15,21 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lore.errors import LockTimeoutError
 from lore.paths import state_dir
 from lore.store.fileio import atomic_write
 
+if TYPE_CHECKING:
+    from lore.paths import Directories
+
 LOCK_TIMEOUT_S = 120.0
 
 
-def root(data_dir: Path) -> Path:
+def root(data_dir: Path, settings: Directories) -> Path:
     digest = hashlib.sha1(str(data_dir.resolve()).encode()).hexdigest()[:12]
-    return state_dir() / "capture" / f"{data_dir.name or 'root'}-{digest}"
+    return state_dir(settings) / "capture" / f"{data_dir.name or 'root'}-{digest}"
 
 
 def store_marker(data_dir: Path) -> str | None:

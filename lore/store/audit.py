@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -193,6 +192,3 @@ def _edge_target(entry: dict[str, Any]) -> Any:
     detail = entry.get("detail")
     return detail.get("to") if isinstance(detail, dict) else None
 
-
-def actor_from_env(channel: str = "cli") -> str:
-    return os.environ.get("LORE_ACTOR") or default_actor(channel)

@@ -11,22 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lore.errors import UsageError
+from lore.kinds import KINDS, normalise_kind  # noqa: F401  (re-exported: the kinds are the records')
 
 SCHEMA_VERSION = 1
-
-KINDS: tuple[str, ...] = ("decision", "pattern", "anti_pattern", "lesson", "handoff", "failure", "observation")
-_KIND_ALIASES = {
-    "decision": "decision", "decisions": "decision", "dec": "decision",
-    "pattern": "pattern", "patterns": "pattern", "pat": "pattern",
-    "anti_pattern": "anti_pattern", "anti-pattern": "anti_pattern", "antipattern": "anti_pattern",
-    "anti": "anti_pattern", "anti_patterns": "anti_pattern", "anti-patterns": "anti_pattern",
-    "lesson": "lesson", "lessons": "lesson",
-    "handoff": "handoff", "handoffs": "handoff", "session": "handoff", "sessions": "handoff",
-    "failure": "failure", "failures": "failure", "fail": "failure",
-    "observation": "observation", "observations": "observation", "obs": "observation",
-    "signal": "observation",
-}  # fmt: skip
 
 OUTCOMES = ("pending", "successful", "revised", "abandoned")
 # The decision types the original Lore's `remember --type` offered. Stored files may hold
@@ -48,14 +35,6 @@ ID_PREFIX_KIND = {
     "dec-": "decision", "pat-": "pattern", "anti-": "anti_pattern", "lesson-": "lesson",
     "session-": "handoff", "fail-": "failure", "obs-": "observation", "sig-": "observation",
 }  # fmt: skip
-
-
-def normalise_kind(value: str) -> str:
-    kind = _KIND_ALIASES.get(value.strip().lower())
-    if kind is None:
-        # Spelled as users type them (anti-pattern), not as stored (anti_pattern).
-        raise UsageError(f"unknown record type {value!r}", hint="types: " + ", ".join(k.replace("_", "-") for k in KINDS))
-    return kind
 
 
 def kind_from_id(record_id: str) -> str | None:

@@ -360,11 +360,11 @@ def _read_notes(path: Path) -> list[dict[str, Any]]:
     return notes
 
 
-def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: str, theirs: str) -> int:
+def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: str, theirs: str, actor: str) -> int:
     """The renamed duplicate takes the edges its own clone gave it; edges both clones drew are copied."""
     from lore.store import Store
+    from lore.store.graphfile import ensure_node, node_record_ids
     from lore.store.records import Record
-    from lore.store.store import _ensure_node, _node_record_ids
     from lore.sync.merge import edge_key
 
     old, new = str(rename["old_id"]), str(rename["new_id"])
@@ -378,7 +378,7 @@ def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: 
             return set()
         if not isinstance(document, dict):
             return set()
-        ids = _node_record_ids(document.get("nodes"))
+        ids = node_record_ids(document.get("nodes"))
         found = set()
         for edge in document.get("edges") or []:
             if isinstance(edge, dict):
@@ -390,7 +390,7 @@ def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: 
     mine, others = edges_touching(side_rev), edges_touching(other_rev)
     if not mine:
         return 0
-    store = Store(data_dir)
+    store = Store(data_dir, actor=actor)
     snapshot = store.load()
     renamed = snapshot.records.get(new)
     if renamed is None:
@@ -399,7 +399,7 @@ def _move_renamed_edges(git: Git, data_dir: Path, rename: dict[str, Any], ours: 
 
     def edit(document: dict[str, Any], nodes: dict[str, str]) -> None:
         keys = {key: rid for rid, key in nodes.items()}
-        new_node = _ensure_node(document, nodes, Record(renamed.kind, renamed.id, renamed.raw), store.now_iso())
+        new_node = ensure_node(document, nodes, Record(renamed.kind, renamed.id, renamed.raw), store.now_iso())
         old_node = nodes.get(old)
         existing = {edge_key(e) for e in document.get("edges", [])}
         copies = []
@@ -463,7 +463,7 @@ def _apply_notes(git: Git, data_dir: Path, notes: list[dict[str, Any]], actor: s
             record = note.get("record") or {}
             edges = 0
             if ours and theirs:
-                edges = _move_renamed_edges(git, data_dir, note, ours, theirs)
+                edges = _move_renamed_edges(git, data_dir, note, ours, theirs, actor)
                 side = ours if note.get("side") == "ours" else theirs
                 other = theirs if side == ours else ours
                 if side not in side_ids:
@@ -565,7 +565,7 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
     label = f"{chosen}/{target}"
     if dry_run:
         return _dry_run(git, data_dir, chosen, target, actor, report)
-    Store(data_dir).init(git=True)  # the attributes that route record files to the driver, the ignores
+    Store(data_dir, actor=actor).init(git=True)  # the attributes that route record files to the driver, the ignores
     configure_driver(git)
     _exclude_index(git, data_dir, index_dir)
     with data_lock(data_dir):

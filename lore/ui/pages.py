@@ -219,7 +219,7 @@ def search_page(memory: Memory, urls: Urls, params: dict[str, str]) -> str:
 
 
 def _terms(query: str) -> list[str]:
-    from lore.index.analysis import terms as query_terms
+    from lore.analysis import terms as query_terms
     from lore.rank.query import content_words
 
     found = {t for t in [*content_words(query), *query_terms(query)] if len(t) >= 3}

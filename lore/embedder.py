@@ -1,7 +1,8 @@
 """Static embeddings with model2vec: the only module that imports model2vec.
 
 The bundled model lives in ``lore/model/`` so semantic search works offline.
-``LORE_EMBED_MODEL`` may name another model2vec model by path or hub id; lore
+``LORE_EMBED_MODEL`` may name another model2vec model by path or hub id (the
+callers pass ``Settings.embed_model``: nothing here reads the environment); lore
 never downloads, so a hub id must already be in the local Hugging Face cache.
 A model that cannot be loaded raises ``ModelError`` naming it: lexical search
 still works.
@@ -10,7 +11,6 @@ still works.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +21,7 @@ from lore.errors import ModelError
 if TYPE_CHECKING:
     import numpy as np
 
-BUNDLED_MODEL_DIR = Path(__file__).resolve().parent.parent / "model"
+BUNDLED_MODEL_DIR = Path(__file__).resolve().parent / "model"
 
 # A capitalised word followed only by lower-case letters ("Retry", "Use").
 _TITLE_CASE_WORD = re.compile(r"\b([A-Z])([a-z]+)\b")
@@ -41,9 +41,9 @@ def fold_title_case(text: str) -> str:
     return _TITLE_CASE_WORD.sub(lambda m: m.group(1).lower() + m.group(2), text)
 
 
-def model_spec() -> str:
-    """The configured model: a path or hub id, or the bundled model's path."""
-    return os.environ.get("LORE_EMBED_MODEL") or str(BUNDLED_MODEL_DIR)
+def model_spec(configured: str | None) -> str:
+    """The model to use: the configured one (``Settings.embed_model``, a path or hub id), else the bundled model's path."""
+    return configured or str(BUNDLED_MODEL_DIR)
 
 
 # The SHA-256 of the bundled model's files (``bundled_model_digest``), the identity every
@@ -64,13 +64,13 @@ def bundled_model_digest(directory: Path = BUNDLED_MODEL_DIR) -> str:
     return digest.hexdigest()
 
 
-def model_identity(spec: str | None = None) -> str:
-    """A stable identity for the model; a change of identity means re-embedding.
+def model_identity(spec: str | None) -> str:
+    """A stable identity for the model (``None``: the bundled one); a change of identity means re-embedding.
 
     The bundled model: its content digest. Another model directory: its path and its
     files' sizes and mtimes (stat calls only). A hub id: the id.
     """
-    spec = spec or model_spec()
+    spec = model_spec(spec)
     path = Path(spec).expanduser()
     if path.is_dir():
         if path.resolve() == BUNDLED_MODEL_DIR.resolve():
@@ -126,7 +126,7 @@ class Embedder:
     """Encode texts to L2-normalised float32 vectors."""
 
     def __init__(self, spec: str | None = None) -> None:
-        self.spec = spec or model_spec()
+        self.spec = model_spec(spec)
         self.identity = model_identity(self.spec)
         folder = resolve_model_dir(self.spec)
         try:
@@ -159,7 +159,7 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
 
 @lru_cache(maxsize=4)
 def get_embedder(spec: str | None = None) -> Embedder:
-    """The embedder for ``spec`` (cached). Pass the spec: ``None`` caches whichever model was configured first."""
+    """The embedder for ``spec`` (cached; ``None``: the bundled model)."""
     return Embedder(spec)
 
 
@@ -440,8 +440,8 @@ class QueryEncoder:
 
 
 def get_query_encoder(spec: str | None = None) -> QueryEncoder | Embedder:
-    """The cheapest encoder for ``spec`` (default: the configured model): the light reader for local dirs, model2vec otherwise."""
-    return _query_encoder(spec or model_spec())
+    """The cheapest encoder for ``spec`` (``None``: the bundled model): the light reader for local dirs, model2vec otherwise."""
+    return _query_encoder(model_spec(spec))
 
 
 @lru_cache(maxsize=4)
