@@ -22,7 +22,10 @@ from lore.index.manager import IndexManager
 from lore.paths import Locations
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-QUERY = "how do we retry failed stripe charges"
+# A question the injection decision answers: "how do we retry failed stripe charges" alone is
+# refused by `lore context` (gate 0.012 against 0.03: four terms are weak evidence), and the
+# helper and the CLI print the same nothing for it.
+QUERY = "how do we retry failed stripe charges without hammering the payment provider"
 
 
 @pytest.mark.parametrize(("args", "expected"), [
