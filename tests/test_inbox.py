@@ -214,7 +214,9 @@ def test_a_session_captured_by_the_stop_hook_reaches_the_prompt_hook_only_once_a
     (decision,) = decisions
     assert decision.status == "candidate" and decision.raw["provenance"]["session_id"] == "sess-httpx"
     assert decision.id in cli("inbox").stdout
-    query = "should the weather bot keep using requests or move to httpx"
+    # Specific enough for the hook's injection decision in this six-record store (the shorter
+    # "should the weather bot keep using requests or move to httpx" has a gate of 0.23, under 0.28).
+    query = "should the weather bot keep using requests or move to httpx for async calls in the forecast fan-out"
     found = cli("search", query)
     assert found.exit_code == 0 and decision.id in found.stdout and "[candidate]" in found.stdout
     prompt = json.dumps({"session_id": "s2", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",

@@ -23,7 +23,10 @@ from lore.paths import Locations
 from tests.conftest import resolve_locations, settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-QUERY = "how do we retry failed stripe charges"
+# A question the injection decision answers: "how do we retry failed stripe charges" alone is
+# refused by `lore context` (gate 0.012 against 0.03: four terms are weak evidence), and the
+# helper and the CLI print the same nothing for it.
+QUERY = "how do we retry failed stripe charges without hammering the payment provider"
 
 
 @pytest.mark.parametrize(("args", "expected"), [
