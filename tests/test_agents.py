@@ -23,6 +23,7 @@ import pytest
 
 from lore.agent.agents import CODEX_MCP_ENV_VARS, RULE_MARKER
 from lore.agent.hook import CURSOR_NOTE
+from tests.conftest import resolve_locations
 
 CODEX_CONFIG = """# my Codex settings
 model = "o3"  # the one I like
@@ -490,9 +491,8 @@ def test_antigravity_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path
         (tmp_path / "state-file").write_text("x")
         env["LORE_STATE_DIR"] = str(tmp_path / "state-file")
     elif case == "corrupt index":
-        from lore.paths import Locations
 
-        index = Locations.resolve(indexed).index_dir
+        index = resolve_locations(indexed).index_dir
         for path in (index / (index / "CURRENT").read_text().strip()).rglob("*"):
             if path.is_file() and path.name != "meta.json":
                 path.write_bytes(b"\x00garbage")
@@ -654,9 +654,8 @@ def test_opencode_hooks_never_fail_whatever_is_broken(indexed: Path, tmp_path: P
     elif case == "no data dir":
         env["LORE_DATA_DIR"] = str(tmp_path / "no-such-data")
     elif case == "corrupt index":
-        from lore.paths import Locations
 
-        index = Locations.resolve(indexed).index_dir
+        index = resolve_locations(indexed).index_dir
         for path in (index / (index / "CURRENT").read_text().strip()).rglob("*"):
             if path.is_file() and path.name != "meta.json":
                 path.write_bytes(b"\x00garbage")

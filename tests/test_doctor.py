@@ -27,7 +27,7 @@ from lore.agent.installed import this_lore
 from lore.agent.log import log_failure
 from lore.index.manager import IndexManager
 from lore.interpreter import lore_argv
-from lore.paths import Locations
+from tests.conftest import resolve_locations, settings
 
 THIS = this_lore()
 pytestmark = pytest.mark.skipif(not os.path.isfile(THIS), reason="no `lore` console script beside this interpreter")
@@ -56,7 +56,7 @@ def cache_file(name: str) -> Path:
 
 
 def index_line(data_dir: Path) -> str:
-    found = IndexManager(Locations.resolve(data_dir)).read_meta()
+    found = IndexManager(resolve_locations(data_dir)).read_meta()
     assert found is not None
     return f"Index: up to date ({found[1].records} records, revision {found[1].revision})"
 
@@ -217,7 +217,7 @@ def start_helper(env: dict[str, str] | None = None) -> dict[str, object]:
     done = subprocess.run(lore_argv("server", "start", "--idle", "60"), capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})  # fmt: skip
     assert done.returncode == 0, done.stderr
-    status = client.read_status(Locations.resolve().index_dir)
+    status = client.read_status(resolve_locations().index_dir, settings())
     assert status is not None
     return status
 
@@ -225,18 +225,18 @@ def start_helper(env: dict[str, str] | None = None) -> dict[str, object]:
 @pytest.fixture
 def stop_helper() -> Iterator[None]:
     yield
-    index_dir = Locations.resolve().index_dir
-    status = client.read_status(index_dir)
+    index_dir = resolve_locations().index_dir
+    status = client.read_status(index_dir, settings())
     if status is not None:
         os.kill(int(status["pid"]), signal.SIGCONT)  # a test may have stopped it
-    client.stop(index_dir)
-    assert client.read_status(index_dir) is None
+    client.stop(index_dir, settings())
+    assert client.read_status(index_dir, settings()) is None
 
 
 @pytest.mark.slow
 def test_a_helper_serving_the_current_index_is_reported_and_no_problem(cli, indexed_store: Path, stop_helper) -> None:  # type: ignore[no-untyped-def]
     status = start_helper()
-    found = IndexManager(Locations.resolve()).read_meta()
+    found = IndexManager(resolve_locations()).read_meta()
     assert found is not None
     result = doctor(cli)
     assert result.exit_code == 0, result.stdout
@@ -255,7 +255,7 @@ def test_a_helper_running_another_lores_code_is_named(cli, indexed_store: Path, 
     assert result.exit_code == 1
     mine = client.running_lore()
     assert result.stdout.splitlines()[-2:] == [
-        f"{client.server_paths(Locations.resolve().index_dir)['status']}: helper: the helper (pid {status['pid']}) "
+        f"{client.server_paths(resolve_locations().index_dir, settings())['status']}: helper: the helper (pid {status['pid']}) "
         f"runs lore {lore.__version__} from {old / 'lore'}, not this lore ({mine['version']} from {mine['package']}); "
         "`lore server stop` (the next prompt starts a fresh one)",
         "1 problem(s) on the agent side",
@@ -269,12 +269,12 @@ def test_a_helper_that_lags_the_index_and_does_not_answer_is_named(cli, indexed_
     os.kill(pid, signal.SIGSTOP)  # hung: it neither answers nor picks up the refreshed index
     cli("remember", "Use PgBouncer transaction pooling for billing Postgres", "-r", "asyncpg exhausted RDS")
     assert cli("index").stdout.startswith("Refreshed index")
-    found = IndexManager(Locations.resolve()).read_meta()
+    found = IndexManager(resolve_locations()).read_meta()
     assert found is not None and found[1].revision == int(status["revision"]) + 1  # type: ignore[call-overload]
     started = time.monotonic()
     result = doctor(cli)
     assert result.exit_code == 1
-    where = client.server_paths(Locations.resolve().index_dir)["status"]
+    where = client.server_paths(resolve_locations().index_dir, settings())["status"]
     assert result.stdout.splitlines()[-3:] == [
         f"{where}: helper: the helper (pid {pid}) does not answer on its socket: the hooks fall back to cold searches; "
         "`lore server stop` (the next prompt starts a fresh one)",

@@ -8,18 +8,20 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from lore import Lore, capture
 from lore.agent.hook import injected_before, run_prompt_hook
-from lore.agent.prompt import context_for_prompt
+from lore.agent.prompt import cold_context_for_prompt, context_for_prompt
 from lore.capture import WriteOptions
 from lore.index.manager import IndexManager
 from lore.paths import Locations
-from lore.rank import cold, inject, null
+from lore.rank import inject, null
 from lore.search import SearchSession
 from lore.store import Store
+from tests.conftest import resolve_locations, settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PLAIN = WriteOptions(check_duplicates=False)
@@ -38,7 +40,7 @@ ON_TOPIC = {
 @pytest.fixture
 def demo(data_dir: Path) -> Locations:
     shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = Locations.resolve(data_dir)
+    locations = resolve_locations(data_dir)
     IndexManager(locations).build()
     return locations
 
@@ -63,7 +65,7 @@ def make_hits(ids: list[str], texts: list[list[str]], cosine: bool) -> list[inje
             for n, rid in enumerate(ids)]  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None)
+@hypothesis_settings(max_examples=150, deadline=None)
 @given(ids=hit_ids, texts=st.lists(words, min_size=1, max_size=4), query=words, seen=hit_ids, cosine=st.booleans())
 def test_the_decision_chooses_hits_in_rank_order_and_never_a_seen_one_unless_first_and_sure(
         ids: list[str], texts: list[list[str]], query: list[str], seen: list[str], cosine: bool) -> None:  # fmt: skip
@@ -118,7 +120,7 @@ def test_prompts_no_memory_answers_get_nothing_on_either_path(demo: Locations, b
     null.ensure(session)
     for prompt in OFF_TOPIC:
         assert context_for_prompt(session, prompt, billing_cwd, 1500, None) == ("", ())
-        assert cold.prompt_context(prompt, billing_cwd, 1500, demo) in (("", ()), None)
+        assert cold_context_for_prompt(prompt, billing_cwd, 1500, demo) in (("", ()), None)
 
 
 def test_prompts_a_memory_answers_get_it_on_both_paths(demo: Locations, billing_cwd: str) -> None:
@@ -127,7 +129,7 @@ def test_prompts_a_memory_answers_get_it_on_both_paths(demo: Locations, billing_
     for prompt, target in ON_TOPIC.items():
         text, ids = context_for_prompt(session, prompt, billing_cwd, 1500, None)
         assert target in ids and target in text and len(text) <= 1500
-        answer = cold.prompt_context(prompt, billing_cwd, 1500, demo)
+        answer = cold_context_for_prompt(prompt, billing_cwd, 1500, demo)
         assert answer is not None and target in answer[1]
         assert 1 <= len(ids) <= 5
 
@@ -137,7 +139,7 @@ def hook(prompt: str, session_id: str, cwd: str) -> tuple[str, tuple[str, ...]]:
     event = json.dumps({"session_id": session_id, "cwd": cwd, "hook_event_name": "UserPromptSubmit", "prompt": prompt})
     assert run_prompt_hook([], stdin=io.StringIO(event), stdout=out) == 0
     text = json.loads(out.getvalue())["hookSpecificOutput"]["additionalContext"] if out.getvalue() else ""
-    return text, injected_before(session_id)
+    return text, injected_before(session_id, settings())
 
 
 def test_a_session_is_not_handed_the_same_memories_twice(demo: Locations, billing_cwd: str,
