@@ -91,6 +91,16 @@ def terms(text: str) -> list[str]:
     return [(w[1:] if w[0] == "\x00" else w)[:MAX_TERM_CHARS] for w in kept]
 
 
+def tokens(text: str) -> list[str]:
+    """The raw tokens of ``text``: ``terms(text)`` is the concatenation of ``terms(token)`` over them.
+
+    Every step after the tokenizer (splitting an identifier, lower-casing, the stopword and
+    length filters, stemming, the length cut) looks at one token at a time, so a caller that
+    analyses many texts can analyse each distinct token once (``bm25.build_forward``).
+    """
+    return _TOKEN.findall(text)
+
+
 def unique_terms(text: str) -> list[str]:
     """Distinct BM25 terms of a query, first occurrence order."""
     return list(dict.fromkeys(terms(text)))
