@@ -107,36 +107,53 @@ def build_forward(docs: Iterable[tuple[str, str]], vocab: dict[str, int] | None 
             before = len(occurrences)
             occurrences.extend(chain.from_iterable(ids))  # type: ignore[arg-type]  # no None left
             lengths.append(len(occurrences) - before)
+    del known, look_up  # ~80 MB at 50k git commits: gone before the counting allocates its arrays
     return _count(vocab, occurrences, lengths)
 
 
 def _count(vocab: dict[str, int], occurrences: list[int], lengths: list[int]) -> Forward:
     """The forward index of term ids in text order (each row's title, then its body; ``lengths``: 2 per row).
 
-    Python only maps each term occurrence to its id; the counting is numpy's
-    (one ``unique`` over row * vocabulary + term keys), about 3x faster than
-    counting per document with ``Counter``. Within a row, terms come in id order.
+    Python only maps each term occurrence to its id; the counting is numpy's: one
+    in-place sort of a key per occurrence, ((row * vocabulary + term) * 2 + field), whose
+    runs are the (row, term, field) counts. ``np.unique`` with its inverse (the way
+    before) held six arrays of that size at once: 330 MB at 50k git commits, now ~110.
+    Within a row, terms come in id order.
     """
     import numpy as np
 
     rows = len(lengths) // 2
     per_field = np.asarray(lengths, dtype=np.int64)
-    term = np.asarray(occurrences, dtype=np.int64)
-    row = np.repeat(np.repeat(np.arange(rows, dtype=np.int64), 2), per_field)
-    field = np.repeat(np.tile(np.array([0, 1], dtype=np.int64), rows), per_field)
+    sequence = np.asarray(occurrences, dtype=np.int32)
+    occurrences.clear()  # the caller's list: 8 bytes an occurrence, the array holds them in 4
     width = max(len(vocab), 1)
-    keys, inverse = np.unique(row * width + term, return_inverse=True)
-    inverse = inverse.ravel()
-    tf = np.stack([np.bincount(inverse[field == f], minlength=len(keys)) for f in (0, 1)], axis=1)
+    slot = np.repeat(np.arange(2 * rows, dtype=np.int64), per_field)  # 2 * row + field, per occurrence
+    keys = ((slot >> 1) * width + sequence) * 2 + (slot & 1)
+    del slot
+    keys.sort()
+    if len(keys):
+        run_starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+        counts = np.diff(np.append(run_starts, len(keys)))
+        pairs = keys[run_starts]
+    else:
+        counts = pairs = np.zeros(0, dtype=np.int64)
+    del keys
+    entry_keys = pairs >> 1  # row * vocabulary + term
+    fields = pairs & 1
+    new_entry = np.concatenate(([True], entry_keys[1:] != entry_keys[:-1])) if len(pairs) else np.zeros(0, dtype=bool)
+    entry_of_pair = np.cumsum(new_entry) - 1
+    entries = entry_keys[new_entry]
+    tf = np.zeros((len(entries), 2), dtype=np.int32)
+    tf[entry_of_pair, fields] = counts
     rowptr = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // width, minlength=rows), out=rowptr[1:])
+    np.cumsum(np.bincount(entries // width, minlength=rows), out=rowptr[1:])
     return Forward(
         vocab,
         rowptr,
-        (keys % width).astype(np.int32),
-        tf.astype(np.int32).reshape(-1, 2),
+        (entries % width).astype(np.int32),
+        tf,
         per_field.astype(np.float32).reshape(-1, 2),
-        term.astype(np.int32),
+        sequence,
     )
 
 
