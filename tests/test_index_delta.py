@@ -219,7 +219,7 @@ def test_a_delta_refresh_writes_the_same_files_from_the_checked_reader_as_from_t
     assert orjson.loads((directory / meta.files["delta_dead"]).read_bytes()) == [1]
 
     reader = IndexReader(directory, meta)
-    reader.load(deep=True)  # before either run: the first one's Whoosh commit changes its files
+    reader.load(deep=True)  # before either run, every part the second run may reuse
     written = {}
     for use_reader in (False, True):
         result = delta.append(data_dir, directory, meta, reader if use_reader else None)

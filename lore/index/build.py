@@ -166,7 +166,7 @@ class Builder:
         hashes = [record_hash(r) for r in records]
         changed = [r for r, h in zip(records, hashes, strict=True) if old_rows.get(r.id) is None or old.hashes[old_rows[r.id]] != h]
         current_ids = {r.id for r in records}
-        # Records a delta segment added are in Whoosh too (delta rows are re-derived as changed ones).
+        # Records a delta segment added are indexed too (delta rows are re-derived as changed ones).
         indexed_ids = dict.fromkeys([*old.ids, *delta_ids])
         deleted = [rid for rid in indexed_ids if rid not in current_ids]
         if len(changed) + len(deleted) > max(50, INCREMENTAL_LIMIT * max(len(records), 1)):
