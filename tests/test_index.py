@@ -385,6 +385,42 @@ def test_chunks_a_worker_claimed_but_never_wrote_are_embedded_by_the_build(small
     assert matrix is not None and np.array_equal(matrix, embed_texts(EMBED_TEXTS)[0])
 
 
+def test_a_build_whose_model_cannot_load_stops_its_worker_and_indexes_without_embeddings(
+    small_chunks: None, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(data_dir, 40)
+    monkeypatch.setenv("LORE_EMBED_MODEL", str(tmp_path / "no-such-model"))  # the worker inherits it
+    mgr = manager(data_dir)
+    report = mgr.build()
+    assert report.mode == "full" and report.embeddings is False
+    assert any("no-such-model" in w for w in report.warnings)
+    directory = mgr.current_dir()
+    assert directory is not None and not list(directory.glob(".embedding-*"))
+    assert set(search_ids(mgr, "postgres"))  # lexical search still works
+
+
+def test_a_build_that_fails_stops_its_worker(small_chunks: None, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lore.index import build
+
+    seed(data_dir, 40)
+    jobs: list[build.EmbeddingJob] = []
+    original = build.EmbeddingJob.__init__
+
+    def remember(self: build.EmbeddingJob, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        jobs.append(self)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(build.EmbeddingJob, "__init__", remember)
+    monkeypatch.setattr(build.bm25, "save", broken)
+    with pytest.raises(OSError, match="disk full"):
+        manager(data_dir).build()
+    assert len(jobs) == 1 and jobs[0]._process.poll() is not None  # killed, not left embedding
+    assert jobs[0]._work is not None and not jobs[0]._work.exists()
+
+
 BUILD_WITH_WORKER = """
 import sys
 import lore.index.build as build

@@ -106,26 +106,33 @@ class Builder:
         texts = [embedding_text(r) for r in records]
         embedding = EmbeddingJob(texts, progress, work_in=directory)
         total = len(records)
+        counts = snapshot_counts(records)
+        try:
+            t1 = time.perf_counter()
+            forward = bm25.build_forward(lexical_fields(r) for r in records)
+            bm25.save(directory, names, forward, bm25.derive(forward))
+            del forward
+            progress("lexical", total, total)
+            timings["bm25"] = time.perf_counter() - t1
 
-        t1 = time.perf_counter()
-        forward = bm25.build_forward(lexical_fields(r) for r in records)
-        bm25.save(directory, names, forward, bm25.derive(forward))
-        del forward
-        progress("lexical", total, total)
-        timings["bm25"] = time.perf_counter() - t1
-
-        t2 = time.perf_counter()
-        table = Table()
-        docs = []
-        for record in records:
-            table.append(record, record_hash(record))
-            docs.append(doc_of(record))
-        table.save(directory / names["table"], directory / names["docs"], docs)
-        del docs
-        explicit = graph_index.explicit_edges(snapshot.edges)
-        graph_index.save_edges(directory / names["graph"], graph_index.ordered_edges(snapshot.records, explicit),
-                               graph_index.dangling_ids(snapshot.records, explicit))  # fmt: skip
-        timings["table_graph"] = time.perf_counter() - t2
+            t2 = time.perf_counter()
+            table = Table()
+            docs = []
+            for record in records:
+                table.append(record, record_hash(record))
+                docs.append(doc_of(record))
+            table.save(directory / names["table"], directory / names["docs"], docs)
+            del docs, table
+            explicit = graph_index.explicit_edges(snapshot.edges)
+            graph_index.save_edges(directory / names["graph"], graph_index.ordered_edges(snapshot.records, explicit),
+                                   graph_index.dangling_ids(snapshot.records, explicit))  # fmt: skip
+            timings["table_graph"] = time.perf_counter() - t2
+        except BaseException:
+            embedding.cancel()
+            raise
+        # The records are written out: their memory (~230 MB at 50k) is free for this
+        # process's share of the embeddings, which is where a large build peaked.
+        del snapshot, records
 
         t3 = time.perf_counter()
         matrix, identity, warning = embedding.result()
@@ -138,7 +145,7 @@ class Builder:
             vectors.save_as(directory / names["vectors"], matrix)
         else:
             names.pop("vectors")
-        meta = self.meta(directory, snapshot_counts(records), names, revision, identity, matrix is not None, built=True,
+        meta = self.meta(directory, counts, names, revision, identity, matrix is not None, built=True,
                          model_error=warning)  # fmt: skip
         atomic_write(directory / META, meta.to_json())
         atomic_write(self.index_dir / CURRENT, directory.name.encode())
@@ -312,7 +319,9 @@ class EmbeddingJob:
         import orjson
 
         self._work = Path(tempfile.mkdtemp(prefix=".embedding-", dir=self._work_in))
-        (self._work / "texts.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in self.texts))
+        with (self._work / "texts.jsonl").open("wb") as handle:  # line by line: no second copy of every text
+            for number, text in enumerate(self.texts):
+                handle.write(b"\n" + orjson.dumps(text) if number else orjson.dumps(text))
         # One core for the worker, one for this process: left alone, the tokenizer's thread
         # pool (and BLAS) would take both and slow the analysis it runs beside.
         single = dict.fromkeys(("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
@@ -322,6 +331,14 @@ class EmbeddingJob:
                 [sys.executable, "-P", "-m", "lore.index.build_worker", str(self._work), str(EMBED_CHUNK)],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
             )  # fmt: skip
+
+    def cancel(self) -> None:
+        """Stop the worker and remove its files (the build failed before it needed them)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        if self._work is not None:
+            shutil.rmtree(self._work, ignore_errors=True)
 
     def _embed_in_thread(self) -> None:
         try:
@@ -341,10 +358,7 @@ class EmbeddingJob:
             try:
                 result = self._share()
             finally:
-                if self._process is not None and self._process.poll() is None:
-                    self._process.kill()  # only on an error here: ``_share`` waits for it
-                    self._process.wait()
-                shutil.rmtree(self._work, ignore_errors=True)
+                self.cancel()  # the worker has exited unless ``_share`` returned early or failed
         self.seconds = time.perf_counter() - self._started
         return result
 
