@@ -445,10 +445,13 @@ class QueryEncoder:
             # faster here than ``np.add.reduceat`` along the rows, and the same floats as the
             # per-row ``mean`` this replaced.
             start = 0
+            sums = out[first : first + len(batch)]
             for row, count in enumerate(counts.tolist()):
                 if count:
-                    out[first + row] = np.true_divide(vectors[start : start + count].sum(axis=0), count)
+                    np.add.reduce(vectors[start : start + count], axis=0, out=sums[row])
                     start += count
+            filled = counts > 0
+            sums[filled] /= counts[filled, None].astype(np.float32)  # what ``mean`` divides by, row by row
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0
         return out / norms
