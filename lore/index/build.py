@@ -1,8 +1,8 @@
 """Build the index: a full build into a new generation, or a refresh of the live one.
 
 A full build writes a new generation and then swaps ``CURRENT``; an
-incremental refresh writes new ``-N`` files and then replaces ``meta.json``. Killing either at any
-moment leaves the previous state usable. Both run under the build lock
+incremental refresh writes new ``-N`` files and then replaces ``meta.json``.
+Killing either at any moment leaves the previous state usable. Both run under the build lock
 (``IndexManager.build``).
 """
 
@@ -216,7 +216,7 @@ class Builder:
         explicit = graph_index.explicit_edges(snapshot.edges)
         dangling = graph_index.dangling_ids(snapshot.records, explicit)
         if old_dangling == set(dangling) and graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
-            names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file, skip NetworkX
+            names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file as it is
         else:
             graph_index.save_edges(directory / names["graph"], graph_index.ordered_edges(snapshot.records, explicit), dangling)
         if new_matrix is not None:

@@ -1,4 +1,8 @@
-"""The typed-edge graph: built with NetworkX, persisted as a compact adjacency list.
+"""The typed-edge graph, persisted as a compact adjacency list.
+
+Builds write the edge list straight from the records (``ordered_edges``, the order a
+NetworkX MultiDiGraph lists them in); ``build`` still gives that graph to whoever
+wants NetworkX's algorithms, and is what ``ordered_edges`` is tested against.
 
 Explicit edges come from ``graph.json``; implicit ones from the records
 themselves (``superseded_by``, handoff related ids, pattern and lesson origins).
