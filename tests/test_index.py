@@ -460,3 +460,28 @@ def test_builds_with_embedding_workers_killed_or_racing_never_publish_a_wrong_ge
     assert np.array_equal(np.asarray(reader.vectors), vectors_before)  # the worker's chunks, in their rows
     assert [p for p in final.index_dir.iterdir() if p.name.startswith("gen-")] == [final.current_dir()]
     assert not list(final.current_dir().glob(".embedding-*"))  # type: ignore[union-attr]  # the workers' files went with them
+
+
+BUILD_IMPORTS = """
+import sys
+from lore.__main__ import main
+try:
+    main(["index", "--rebuild"])
+except SystemExit:
+    pass
+try:
+    main(["search", '"webhook retries"', "--json"])  # a quoted phrase
+except SystemExit:
+    pass
+print("IMPORTED", sorted(m for m in ("whoosh", "networkx", "model2vec") if m in sys.modules))
+"""
+
+
+def test_a_build_and_a_phrase_search_import_neither_whoosh_nor_networkx(data_dir: Path) -> None:
+    # Whoosh's writer was most of every build (35 of 36 s at 10,866 records) and NetworkX's
+    # import ~0.2 s of one; neither is needed to write the index or to match a phrase.
+    seed(data_dir, 10)
+    env = {**os.environ, "LORE_DATA_DIR": str(data_dir)}
+    out = subprocess.run([sys.executable, "-c", BUILD_IMPORTS], capture_output=True, text=True, check=True, env=env)
+    assert '"results"' in out.stdout and "webhook retries" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "IMPORTED []"
