@@ -66,21 +66,32 @@ def _words(text: str) -> list[str]:
     for token in _TOKEN.findall(text):
         if token.isalnum():  # fast path (most tokens): no punctuation to split at
             append(token.lower())
-            continue
-        parts = [p for p in _SEPARATORS.split(token) if p]
-        if len(parts) > 1:
-            # The whole identifier matches exactly (``builtin/fetch.c``, ``snake_case``);
-            # its parts match the words people actually type.
-            append("\x00" + token.lower())
-            words.extend(p.lower() for p in parts)
         else:
-            append(token.lower())
+            words.extend(_compound_words(token))
     return words
+
+
+def _compound_words(token: str) -> list[str]:
+    parts = [p for p in _SEPARATORS.split(token) if p]
+    if len(parts) > 1:
+        # The whole identifier matches exactly (``builtin/fetch.c``, ``snake_case``);
+        # its parts match the words people actually type.
+        return ["\x00" + token.lower(), *(p.lower() for p in parts)]
+    return [token.lower()]
 
 
 def terms(text: str) -> list[str]:
     """BM25 terms of ``text``, in order, repeats kept (term frequency matters)."""
-    kept = [w for w in _words(text) if len(w) > 1 and w not in _STOP]
+    return _terms_of(_words(text))
+
+
+def token_terms(token: str) -> list[str]:
+    """``terms(token)`` for one of the tokens ``tokens`` finds, without tokenizing it again."""
+    return _terms_of([token.lower()] if token.isalnum() else _compound_words(token))
+
+
+def _terms_of(words: list[str]) -> list[str]:
+    kept = [w for w in words if len(w) > 1 and w not in _STOP]
     if not kept:
         return []
     plain = [i for i, w in enumerate(kept) if w[0] != "\x00"]
@@ -89,6 +100,16 @@ def terms(text: str) -> list[str]:
         kept[i] = stem
     # Whole identifiers are kept verbatim (no stemming), minus the marker.
     return [(w[1:] if w[0] == "\x00" else w)[:MAX_TERM_CHARS] for w in kept]
+
+
+def tokens(text: str) -> list[str]:
+    """The raw tokens of ``text``: ``terms(text)`` is the concatenation of ``terms(token)`` over them.
+
+    Every step after the tokenizer (splitting an identifier, lower-casing, the stopword and
+    length filters, stemming, the length cut) looks at one token at a time, so a caller that
+    analyses many texts can analyse each distinct token once (``bm25.build_forward``).
+    """
+    return _TOKEN.findall(text)
 
 
 def unique_terms(text: str) -> list[str]:

@@ -16,8 +16,7 @@ segment beside the untouched base files:
   collection statistics merged over base and delta (``bm25.Delta``);
 - ``delta-dead-N.json``: base rows a newer version in the delta retires.
 
-Whoosh is updated in place (its commit is atomic), and ``meta.json`` is replaced
-last, as for any refresh: the generation, ``CURRENT`` and every safety property of
+``meta.json`` is replaced last, as for any refresh: the generation, ``CURRENT`` and every safety property of
 ``manager`` stay as they were. Whole process at 10k records this path cost 0.20-0.29 s
 beyond a no-op ``lore index``; about 0.1 s now (docs/index.md, "Whole process"). Anything else (an edited or rewritten line, YAML or
 handoff changes, graph edits, a new record that makes or changes an edge, a delta
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lore.index import bm25, lexical
+from lore.index import bm25
 from lore.index import graph as graph_index
 from lore.index.freshness import changed_sources, source_manifest
 from lore.index.layout import GenerationMeta, file_sizes
@@ -254,16 +253,6 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta,
         vectors.save_as(directory / names["delta_vectors"], matrix)
     else:
         names.pop("delta_vectors")
-
-    upserts = []
-    for record in fresh:
-        fields = record.fields()
-        upserts.append(lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"]))
-    # Records new to the index are added without Whoosh's look-up of an older version (which opens
-    # every segment: 6-30 ms a refresh), unless Whoosh holds a document the index does not (a
-    # refresh killed after Whoosh's commit and before meta.json's): then each is replaced.
-    new_ids = {r.id for r in fresh if r.id not in base_rows and r.id not in delta_rows}
-    lexical.update(directory / "lexical", upserts, [], new_ids=new_ids, documents=len(base_rows) + len(delta_rows))
 
     all_names = {key: name for key, name in files.items() if key not in DELTA_KEYS} | names
     gone = set(new_dead)

@@ -6,7 +6,7 @@ The parts live beside it: ``layout`` (files, ``GenerationMeta``), ``freshness``
 usable; anything unreadable is rebuilt: ``meta.json`` records every file's
 size, ``IndexReader.load`` checks them and opens what a search reads before the
 search starts (cheap: memory-map headers, JSON the search would parse anyway, a
-few stats), and ``build`` and ``status`` also open Whoosh.
+few stats), and ``build`` and ``status`` also open the term sequence phrases read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lore.errors import IndexUnavailableError, LockTimeoutError
-from lore.index import delta, lexical
+from lore.index import delta
 from lore.index.build import Builder, BuildReport, Progress, no_progress
 from lore.index.freshness import MODEL_CHANGED, needs_full_build, source_manifest
 from lore.index.freshness import staleness as _staleness
@@ -83,7 +83,7 @@ class IndexManager:
             return None
         if not all((directory / name).exists() for name in meta.files.values()):
             return None
-        if not lexical.is_valid(directory / "lexical") or (directory / DAMAGED).exists():
+        if (directory / DAMAGED).exists():
             return None
         return directory, meta
 
@@ -99,7 +99,7 @@ class IndexManager:
         return (text.splitlines() or ["index unreadable"])[0][:300]
 
     def check(self, directory: Path, meta: GenerationMeta, *, deep: bool = True) -> IndexDamagedError | None:
-        """Why this generation cannot be read, or None: ``IndexReader.load`` (plus Whoosh if ``deep``)."""
+        """Why this generation cannot be read, or None: ``IndexReader.load`` (plus the phrase files if ``deep``)."""
         reader, error = self._loaded(directory, meta, deep=deep)
         if reader is not None:
             reader.close()
@@ -155,8 +155,7 @@ class IndexManager:
         except filelock.Timeout as exc:
             raise LockTimeoutError(f"another lore process is building the index in {self.index_dir}") from exc
 
-    def build(self, *, rebuild: bool = False, progress: Progress = no_progress, lock_timeout: float = 600.0,
-              procs: int | None = None) -> BuildReport:  # fmt: skip
+    def build(self, *, rebuild: bool = False, progress: Progress = no_progress, lock_timeout: float = 600.0) -> BuildReport:
         """Bring the index up to date: incrementally when possible, from scratch when needed."""
         self.store.require()
         started = time.perf_counter()
@@ -192,7 +191,7 @@ class IndexManager:
                     if report is not None:
                         report.seconds = time.perf_counter() - started
                         return report
-            report = self.builder.full(progress, procs)
+            report = self.builder.full(progress)
         report.warnings[:0] = warnings
         report.seconds = time.perf_counter() - started
         return report
