@@ -46,7 +46,7 @@ from lore.curate.similarity import (
     text_hash,
     tokens,
 )
-from lore.errors import DuplicateError, ModelError
+from lore.errors import DataError, DuplicateError, ModelError
 from lore.store.records import Record
 
 if TYPE_CHECKING:
@@ -249,6 +249,11 @@ def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], emb
         stats = Bm25Stats.build([*full_tokens, new.full_tokens])
         keep = shortlist(new.full_tokens, full_tokens, stats, limit)
         pool = [_Prepared.of(records[i].kind, records[i].raw, records[i]) for i in keep]
+    return judge(new, pool, stats, embed)
+
+
+def judge(new: _Prepared, pool: list[_Prepared], stats: Bm25Stats, embed: Embed | None) -> tuple[Match | None, list[Match]]:
+    """The best duplicate of ``new`` in ``pool`` (records compared in full, BM25 ``stats`` over all candidates), and contradictions."""
     vectors = _embed_all([new, *pool], embed) if pool else None
     best: Match | None = None
     contradictions: list[Match] = []
@@ -309,11 +314,16 @@ def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: 
 
 
 def bundled_embed(notices: list[str]) -> Embed | None:
-    """The bundled embedder's ``encode``, or None (with a notice) when the model cannot load."""
-    from lore.index.embedder import get_embedder
+    """The configured model's ``encode``, or None (with a notice) when the model cannot load.
+
+    The encoder the index embeds records with (``get_query_encoder``): for a local model it
+    reads the model's matrix and tokenizer without importing model2vec, which cost a
+    `lore remember` process 0.44 s; its vectors are model2vec's within 2e-3 (tests/test_index.py).
+    """
+    from lore.index.embedder import get_query_encoder
 
     try:
-        embedder = get_embedder()
+        embedder = get_query_encoder()
     except ModelError as exc:
         notices.append(f"semantic duplicate check skipped: {exc.message}")
         return None
@@ -333,14 +343,20 @@ def check_before_write(
     import); by default the store is loaded.
     """
     outcome = DedupOutcome()
-    if snapshot is None:
-        snapshot = store.load()
     group = KIND_GROUPS.get(kind, (kind,))
-    candidates = snapshot.of_kind(*group)
-    if not candidates:
-        return outcome
-    embed = bundled_embed(outcome.notices)
-    duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
+    if snapshot is None and group == ("decision",):
+        found = _check_pool(store, kind, raw, outcome.notices)
+        if found is None:
+            return outcome
+        duplicate, contradictions = found
+    else:
+        if snapshot is None:
+            snapshot = store.load(kinds=group)  # the files that hold them, not the whole store
+        candidates = snapshot.of_kind(*group)
+        if not candidates:
+            return outcome
+        embed = bundled_embed(outcome.notices)
+        duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
     outcome.contradictions = contradictions
     for match in contradictions:
         other = match.record.id
@@ -369,6 +385,30 @@ def check_before_write(
         similarity=duplicate.similarity,
         hint="--force writes anyway; --merge keeps the existing record",
     )
+
+
+def _check_pool(store: Store, kind: str, raw: dict[str, Any],
+                notices: list[str]) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
+    """``find_duplicate`` against the decisions of this process's pool (lore.curate.pool); None when there are none.
+
+    The pool's lock is released before the caller merges or writes (``Store.add`` takes the
+    data-dir lock, then the pool's).
+    """
+    from lore.curate.pool import pool_for
+
+    pool = pool_for(store.data_dir)
+    with pool.lock:
+        pool.refresh(store)
+        if not pool.present:
+            return None
+        embed = bundled_embed(notices)
+        for _ in range(3):
+            found = pool.find_duplicate(kind, raw, embed, limit=EMBED_CANDIDATES)
+            if found is not None:
+                return found
+            pool.built = False  # a line moved under it (a rewrite after the refresh): read it all again
+            pool.refresh(store)
+    raise DataError(f"{pool.file} kept changing while it was read", hint="run the command again")
 
 
 def _merge(store: Store, duplicate: Match, kind: str, raw: dict[str, Any]) -> Record:

@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 # -- normalisation --------------------------------------------------------------
@@ -115,7 +115,8 @@ class Bm25Stats:
 
     doc_count: int = 0
     avg_len: float = 0.0
-    df: Counter[str] = field(default_factory=Counter)
+    # Any mapping: the write check's pool passes its counts without building a Counter of them.
+    df: Mapping[str, int] = field(default_factory=Counter)
     k1: float = 1.2
     b: float = 0.75
 

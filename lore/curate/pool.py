@@ -1,0 +1,510 @@
+"""The decisions a new decision is checked against, kept current without reading the whole store.
+
+`lore remember` at 10,000 decisions took ~1.5 s as a process, nearly all of it in the
+duplicate check: it parsed and validated the whole store (0.13 s), tokenised every active
+decision for its shortlist (0.57 s) and loaded model2vec (0.44 s; the check now uses the
+index's light encoder, ``dedup.bundled_embed``). Of the decisions it does not keep, the
+check needs only their word sets and token counts (for the shortlist and for the BM25
+statistics every kept record is scored with); of the at most ``dedup.EMBED_CANDIDATES`` it
+keeps, the records. A ``DecisionPool`` holds just that: per decision, its distinct term
+ids, token count, status and the byte range of its line in decisions.jsonl, read again by
+offset for the records kept. Its answers are those of ``dedup.find_duplicate`` over a
+fresh ``Store.load()`` (tests/test_write_pool.py).
+
+Kept current with the rules of the index's delta segments (lore/index/delta.py): every
+record file's size, mtime and inode are compared; whole lines appended to decisions.jsonl
+behind an unchanged prefix (read and hashed) are parsed alone, admitted as ``Store.load``
+admits them; a change to a file read after decisions.jsonl recomputes which decision ids
+such a file holds (a later file wins an id in ``Store.load``); anything else builds the
+pool again from a whole load. ``Store.add`` in the same process (under the data-dir lock)
+takes the ids in decisions.jsonl from a current pool (``ids_if_current``: its uniqueness
+check otherwise reads the whole file, 20-40 ms at 10,000 decisions) and tells it what it
+appended (``appended``): nothing is hashed again then.
+
+A long-lived process (the warm helper, the MCP server, a ``Lore``) keeps its pool in
+memory (``pool_for``); a CLI process loads it from a cache file (``cache_path``) and saves
+it after its write (``save_after_write``), so the next process finds it current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from lore.store.layout import DECISIONS, GRAPH, source_files
+from lore.store.readers import appended_records
+from lore.store.records import Record
+
+if TYPE_CHECKING:
+    from lore.curate.dedup import Embed, Match
+    from lore.store.store import Store
+
+# The cache file's layout; a file of another format is no cache.
+FORMAT = 1
+# The kinds of the files ``Store.load`` reads after decisions.jsonl: one holding a decision's id wins it.
+LATER_KINDS = ("failure", "observation", "pattern", "lesson", "anti_pattern", "handoff")
+_DECISIONS = str(DECISIONS)
+# The cache file's arrays, after its JSON header, in this order.
+_ARRAYS = (("starts", "<i8"), ("ends", "<i8"), ("lengths", "<i8"), ("active", "u1"), ("offsets", "<i8"),
+           ("flat", "<i4"))  # fmt: skip
+
+
+def cache_path(data_dir: Path) -> Path:
+    """Where CLI processes keep the pool of ``data_dir`` between runs (derived, disposable)."""
+    from lore.paths import cache_dir, sha1
+
+    resolved = data_dir.resolve()
+    name = f"{resolved.name or 'root'}-{sha1(str(resolved).encode()).hexdigest()[:12]}.pool"
+    return cache_dir() / "write-check" / name
+
+
+def _manifest(data_dir: Path) -> dict[str, list[int]]:
+    """Each record file's [size, mtime_ns, inode] (not graph.json: the check reads no edges)."""
+    manifest: dict[str, list[int]] = {}
+    for path in source_files(data_dir):
+        relative = str(path.relative_to(data_dir))
+        if relative == str(GRAPH):
+            continue
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            manifest[relative] = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    return manifest
+
+
+def _chained(view: memoryview, bounds: list[int], digest: bytes = b"", start: int = 0) -> bytes:
+    """SHA-256 over ``view`` chunk by chunk (``bounds``: each chunk's end), each step hashing the last digest first.
+
+    A chain, not one digest of the file: a pool that appended a line extends it without
+    reading the file again (a SHA-256 in progress cannot be kept in a cache file).
+    """
+    for end in bounds:
+        step = hashlib.sha256(digest)
+        step.update(view[start:end])
+        digest, start = step.digest(), end
+    return digest
+
+
+class _Df(Mapping[str, int]):
+    """Document frequencies over the pool plus the new record: what ``Bm25Stats.build`` counts over both."""
+
+    def __init__(self, vocab: dict[str, int], df: np.ndarray, new_terms: frozenset[str]) -> None:
+        self.vocab, self.df, self.new_terms = vocab, df, new_terms
+
+    def __getitem__(self, term: str) -> int:
+        row = self.vocab.get(term)
+        count = (int(self.df[row]) if row is not None else 0) + (term in self.new_terms)
+        if not count:
+            raise KeyError(term)
+        return count
+
+    def __iter__(self) -> Iterator[str]:
+        for term in {*self.vocab, *self.new_terms}:
+            with contextlib.suppress(KeyError):
+                self[term]
+                yield term
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class DecisionPool:
+    """The decisions of one data dir as the write check sees them (see the module's doc)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir.resolve()
+        self.file = self.data_dir / DECISIONS
+        self.lock = threading.RLock()  # the MCP server may run two tool calls at once
+        self.builds = 0  # whole loads so far (the tests check that an append needs none)
+        self._clear()
+
+    def _clear(self) -> None:
+        self.built = False
+        self.saved = True  # nothing worth saving
+        self.manifest: dict[str, list[int]] = {}
+        self.bounds: list[int] = []  # the hash chain's chunk ends in decisions.jsonl
+        self.digest = b""
+        # One entry per decision line read; a line a later one replaced stays, never live again.
+        self.ids: list[str] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.active: list[bool] = []
+        self.lengths: list[int] = []
+        self.live: list[bool] = []  # current, active and not won by a later file
+        self.position: dict[str, int] = {}  # id -> its current entry
+        # Each entry's distinct term ids, ascending: the first ``len(offsets) - 1`` end to end
+        # in ``flat``, the rest (appended since) one array each.
+        self.flat = np.zeros(0, dtype=np.int32)
+        self.offsets = np.zeros(1, dtype=np.int64)
+        self.extra: list[np.ndarray] = []
+        self.vocab: dict[str, int] = {}
+        self.df = np.zeros(0, dtype=np.int64)  # over the live entries
+        self.count = 0
+        self.total = 0  # tokens over the live entries
+        self.later_ids: set[str] = set()  # ids the files after decisions.jsonl hold
+        self.file_ids: set[str] = set()  # what Store.add's uniqueness check finds in decisions.jsonl
+        self._owner: np.ndarray | None = None
+
+    # -- what the check reads --------------------------------------------------------
+    @property
+    def present(self) -> int:
+        """How many decisions a whole load returns, active or not."""
+        return len(self.position) - len(self.later_ids.intersection(self.position))
+
+    def find_duplicate(self, kind: str, raw: dict[str, Any], embed: Embed | None,
+                       limit: int) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
+        """``dedup.find_duplicate`` over the live decisions; None when a line moved under the pool (refresh, ask again)."""
+        from lore.curate import dedup
+
+        if not self.count:
+            return None, []
+        new = dedup._Prepared.of(kind, raw)
+        stats = dedup.Bm25Stats(doc_count=self.count + 1, avg_len=(self.total + len(new.full_tokens)) / (self.count + 1),
+                                df=_Df(self.vocab, self.df, frozenset(new.full_tokens)))  # fmt: skip
+        keep = [e for e, live in enumerate(self.live) if live] if self.count <= limit else self.shortlist(new.full_tokens, limit)
+        records = self.records(keep)
+        if records is None:
+            return None
+        return dedup.judge(new, [dedup._Prepared.of(r.kind, r.raw, r) for r in records], stats, embed)
+
+    def shortlist(self, query: list[str], limit: int) -> list[int]:
+        """``dedup.shortlist`` over the live entries in numpy: the ``limit`` closest by idf-weighted Jaccard.
+
+        The same formula over the same statistics; the sums come out in another order (as
+        they do between two runs of ``dedup.shortlist``, which sums over a set), so a score
+        may differ in its last bit.
+        """
+        flat, owner = self._csr()
+        n = self.count + 1
+        terms = set(query)
+        known = np.fromiter((self.vocab[t] for t in terms if t in self.vocab), dtype=np.int64)
+        df = self.df[: len(self.vocab)].astype(np.float64)
+        df[known] += 1.0
+        idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        unseen = sum(1 for t in terms if t not in self.vocab)
+        query_mass = float(idf[known].sum()) + unseen * float(np.log(1.0 + (n - 1.0 + 0.5) / 1.5))
+        in_query = np.zeros(len(self.vocab), dtype=bool)
+        in_query[known] = True
+        weights = idf[flat]
+        size = len(self.ids)
+        mass = np.bincount(owner, weights=weights, minlength=size)
+        shared = np.bincount(owner, weights=np.where(in_query[flat], weights, 0.0), minlength=size)
+        candidates = np.flatnonzero(np.asarray(self.live, dtype=bool) & (shared > 0))
+        union = query_mass + mass[candidates] - shared[candidates]
+        scores = np.divide(shared[candidates], union, out=np.ones(len(candidates)), where=union > 0)
+        chosen = np.lexsort((candidates, -scores))[:limit]
+        return sorted(int(candidates[i]) for i in chosen)
+
+    def records(self, entries: list[int]) -> list[Record] | None:
+        """The records of ``entries``, read from decisions.jsonl by offset; None if a line is not what the pool read."""
+        found: list[Record] = []
+        try:
+            with self.file.open("rb") as handle:
+                for entry in entries:
+                    handle.seek(self.starts[entry])
+                    raw = orjson.loads(handle.read(self.ends[entry] - self.starts[entry]).strip())
+                    if not isinstance(raw, dict) or raw.get("id") != self.ids[entry]:
+                        return None
+                    found.append(Record(kind="decision", id=self.ids[entry], raw=raw, source=self.file))
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return found
+
+    def ids_if_current(self) -> set[str] | None:
+        """The ids in decisions.jsonl if the pool has read all of it, whole lines; else None (``Store.add`` reads them)."""
+        if not self.built:
+            return None
+        try:
+            stat = self.file.stat()
+        except OSError:
+            return None
+        if self.manifest.get(_DECISIONS) != [stat.st_size, stat.st_mtime_ns, stat.st_ino] or not self._whole_lines():
+            return None
+        return self.file_ids
+
+    def _whole_lines(self) -> bool:
+        size = self.manifest[_DECISIONS][0]
+        if not size:
+            return True
+        try:
+            with self.file.open("rb") as handle:
+                handle.seek(size - 1)
+                return handle.read(1) == b"\n"
+        except OSError:
+            return False
+
+    # -- keeping it current ----------------------------------------------------------
+    def refresh(self, store: Store) -> None:
+        """Bring the pool up to date with the files (a few stat calls when nothing changed)."""
+        current = _manifest(self.data_dir)
+        if self.built and current == self.manifest:
+            return
+        if self.built and self._catch_up(current.get(_DECISIONS)):
+            others = {name: stamp for name, stamp in current.items() if name != _DECISIONS}
+            if others != {name: stamp for name, stamp in self.manifest.items() if name != _DECISIONS}:
+                self._set_later_ids(set(store.load(kinds=LATER_KINDS).records))
+            if _DECISIONS in self.manifest:
+                others[_DECISIONS] = self.manifest[_DECISIONS]
+            self.manifest, self.saved = others, False
+            return
+        self._build(store)
+
+    def appended(self) -> None:
+        """``Store.add`` appended to decisions.jsonl (under the data-dir lock, after ``ids_if_current``): read it."""
+        old_size = self.manifest[_DECISIONS][0]
+        try:
+            with self.file.open("rb") as handle:
+                stat = os.fstat(handle.fileno())
+                handle.seek(old_size)
+                tail = handle.read()
+        except OSError:
+            tail, stat = b"", None
+        found = appended_records(self.file, "decision", tail, 0) if tail.endswith(b"\n") else None
+        if found is None or stat is None or stat.st_size != old_size + len(tail):
+            self.built = False  # read everything again next time
+            return
+        self._take(found, tail, old_size)
+        self.digest = _chained(memoryview(tail), [len(tail)], self.digest)
+        self.bounds.append(stat.st_size)
+        self.manifest[_DECISIONS] = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        self.saved = False
+
+    def _catch_up(self, stamp: list[int] | None) -> bool:
+        """Read the lines appended to decisions.jsonl since the pool read it; False if that is not what changed."""
+        old = self.manifest.get(_DECISIONS)
+        if stamp == old:
+            return True
+        if stamp is None or old is None or stamp[2] != old[2] or stamp[0] < old[0] or old[0] == 0:
+            return False  # gone, new, replaced (an atomic rewrite) or shorter
+        try:
+            content = self.file.read_bytes()
+        except OSError:
+            return False
+        size = old[0]
+        if len(content) < size or content[size - 1 : size] != b"\n":
+            return False  # not whole lines appended to what the pool read
+        view = memoryview(content)
+        if _chained(view, self.bounds) != self.digest:
+            return False  # something before the old end changed
+        end = content.rfind(b"\n") + 1  # a line being written right now is read next time
+        found = appended_records(self.file, "decision", content[:end], size)
+        if found is None:
+            return False
+        self._take(found, content[:end], 0)
+        self.bounds, self.digest = [end], _chained(view, [end])
+        # What was read, stamped with the mtime from before the read: a later write moves it.
+        self.manifest[_DECISIONS] = [end, stamp[1], stamp[2]]
+        return True
+
+    def _take(self, found: list[tuple[int, int, Record]], data: bytes, base: int) -> None:
+        from lore.store.store import _ID_FIELD
+
+        for start, end, record in found:
+            self._add_entry(record, start + base, end + base)
+        if found:
+            self.file_ids.update(match.decode() for match in _ID_FIELD.findall(data, found[0][0]))
+
+    def _add_entry(self, record: Record, start: int, end: int) -> None:
+        from lore.curate.dedup import _join, compared_text, quick_tokens
+
+        previous = self.position.get(record.id)
+        if previous is not None:
+            self._set_live(previous, False)
+        tokens = quick_tokens(_join(*compared_text("decision", record.raw)))
+        entry = len(self.ids)
+        self.ids.append(record.id)
+        self.starts.append(start)
+        self.ends.append(end)
+        self.active.append(record.active)
+        self.lengths.append(len(tokens))
+        self.live.append(False)
+        self.extra.append(np.asarray(sorted({self._term(token) for token in tokens}), dtype=np.int32))
+        self._owner = None
+        self.position[record.id] = entry
+        self._set_live(entry, record.active and record.id not in self.later_ids)
+
+    def _term(self, token: str) -> int:
+        row = self.vocab.get(token)
+        if row is None:
+            row = self.vocab[token] = len(self.vocab)
+            if row >= len(self.df):
+                self.df = np.concatenate([self.df, np.zeros(max(1024, len(self.df)), dtype=np.int64)])
+        return row
+
+    def _terms_of(self, entry: int) -> np.ndarray:
+        base = len(self.offsets) - 1
+        if entry < base:
+            return self.flat[self.offsets[entry] : self.offsets[entry + 1]]
+        return self.extra[entry - base]
+
+    def _set_live(self, entry: int, live: bool) -> None:
+        if self.live[entry] == live:
+            return
+        self.live[entry] = live
+        sign = 1 if live else -1
+        self.df[self._terms_of(entry)] += sign
+        self.count += sign
+        self.total += sign * self.lengths[entry]
+
+    def _set_later_ids(self, later: set[str]) -> None:
+        changed = later.symmetric_difference(self.later_ids)
+        self.later_ids = later
+        for record_id in changed:
+            entry = self.position.get(record_id)
+            if entry is not None:
+                self._set_live(entry, self.active[entry] and record_id not in later)
+
+    def _csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every entry's term ids end to end, and the entry each belongs to."""
+        if self.extra:
+            sizes = np.fromiter((len(t) for t in self.extra), dtype=np.int64, count=len(self.extra))
+            self.flat = np.concatenate([self.flat, *self.extra])
+            self.offsets = np.concatenate([self.offsets, self.offsets[-1] + np.cumsum(sizes)])
+            self.extra, self._owner = [], None
+        if self._owner is None:
+            self._owner = np.repeat(np.arange(len(self.offsets) - 1, dtype=np.int64), np.diff(self.offsets))
+        return self.flat, self._owner
+
+    def _build(self, store: Store) -> None:
+        """Read the whole store (what the check did on every write before the pool existed)."""
+        from lore.store.store import _ID_FIELD
+
+        for _ in range(3):  # a file that changed during the reads: read them again
+            before = _manifest(self.data_dir)
+            snapshot = store.load(kinds=("decision", *LATER_KINDS))
+            try:
+                content = self.file.read_bytes()
+            except FileNotFoundError:
+                content = b""
+            if _manifest(self.data_dir) == before:
+                break
+        self._clear()
+        self.builds += 1
+        self.later_ids = {rid for rid, record in snapshot.records.items() if record.kind != "decision"}
+        newlines = np.flatnonzero(np.frombuffer(content, dtype=np.uint8) == 10)
+        for record in snapshot.of_kind("decision"):
+            line = record.line or 1
+            start = 0 if line == 1 else int(newlines[line - 2]) + 1
+            end = int(newlines[line - 1]) if line - 1 < len(newlines) else len(content)
+            self._add_entry(record, start, end)
+        self._csr()
+        # Only whole lines: Store.add takes these ids only from a pool that ends on a whole line.
+        self.file_ids = {match.decode() for match in _ID_FIELD.findall(content, 0, content.rfind(b"\n") + 1)}
+        self.bounds, self.digest = [len(content)], _chained(memoryview(content), [len(content)])
+        self.manifest = before
+        if _DECISIONS in before:
+            before[_DECISIONS][0] = len(content)
+        self.built, self.saved = True, False
+
+    # -- the cache file ----------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Write the pool for the next process: atomically, no fsync (it is derived, and checked on load)."""
+        flat, owner = self._csr()
+        keep = np.fromiter((self.position[rid] == entry for entry, rid in enumerate(self.ids)), dtype=bool,
+                           count=len(self.ids))  # dead entries go  # fmt: skip
+        sizes = np.diff(self.offsets)[keep]
+        arrays = {
+            "starts": np.asarray(self.starts, dtype=np.int64)[keep], "ends": np.asarray(self.ends, dtype=np.int64)[keep],
+            "lengths": np.asarray(self.lengths, dtype=np.int64)[keep], "active": np.asarray(self.active, dtype=bool)[keep],
+            "offsets": np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]),
+            "flat": flat if keep.all() else flat[keep[owner]],
+        }  # fmt: skip
+        ids = self.ids if keep.all() else [rid for rid, kept in zip(self.ids, keep, strict=True) if kept]
+        header = {"format": FORMAT, "data_dir": str(self.data_dir), "manifest": self.manifest, "bounds": self.bounds,
+                  "digest": self.digest.hex(), "ids": ids, "vocab": list(self.vocab),
+                  "later_ids": list(self.later_ids), "file_ids": list(self.file_ids),
+                  "sizes": [len(arrays[name]) for name, _ in _ARRAYS]}  # fmt: skip
+        body = orjson.dumps(header)
+        parts = [len(body).to_bytes(8, "little"), body]
+        parts.extend(np.asarray(arrays[name]).astype(dtype).tobytes() for name, dtype in _ARRAYS)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(b"".join(parts))
+            os.replace(tmp, path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return
+        self.saved = True
+
+    def load(self, path: Path) -> bool:
+        """Take the pool saved in ``path``; False (the pool left empty) when there is none usable."""
+        try:
+            data = path.read_bytes()
+            size = int.from_bytes(data[:8], "little")
+            header = orjson.loads(data[8 : 8 + size])
+            if header.get("format") != FORMAT or header.get("data_dir") != str(self.data_dir):
+                return False
+            arrays: dict[str, np.ndarray] = {}
+            at = 8 + size
+            for (name, dtype), count in zip(_ARRAYS, header["sizes"], strict=True):
+                arrays[name] = np.frombuffer(data, dtype=dtype, count=count, offset=at)
+                at += arrays[name].nbytes
+            ids = header["ids"]
+            if at != len(data) or not all(len(arrays[n]) == len(ids) for n in ("starts", "ends", "lengths", "active")):
+                return False
+            if len(arrays["offsets"]) != len(ids) + 1 or int(arrays["offsets"][-1]) != len(arrays["flat"]):
+                return False
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        self._clear()
+        self.ids, self.vocab = ids, {term: row for row, term in enumerate(header["vocab"])}
+        self.starts, self.ends = arrays["starts"].tolist(), arrays["ends"].tolist()
+        self.lengths, self.active = arrays["lengths"].tolist(), arrays["active"].astype(bool).tolist()
+        self.flat, self.offsets = arrays["flat"].astype(np.int32), arrays["offsets"].astype(np.int64)
+        self.position = {rid: entry for entry, rid in enumerate(ids)}
+        self.later_ids, self.file_ids = set(header["later_ids"]), set(header["file_ids"])
+        self.manifest, self.bounds, self.digest = header["manifest"], header["bounds"], bytes.fromhex(header["digest"])
+        self.live = [active and rid not in self.later_ids for rid, active in zip(ids, self.active, strict=True)]
+        flat, owner = self._csr()
+        live = np.asarray(self.live, dtype=bool)
+        self.df = np.zeros(max(1024, len(self.vocab)), dtype=np.int64)
+        counts = np.bincount(flat[live[owner]], minlength=len(self.vocab))
+        self.df[: len(counts)] = counts
+        self.count = int(live.sum())
+        self.total = int(np.asarray(self.lengths, dtype=np.int64)[live].sum())
+        self.built = True
+        return True
+
+
+_POOLS: dict[Path, DecisionPool] = {}
+_POOLS_GUARD = threading.Lock()
+# Whether a write saves the pool for the next process (a CLI process); a long-lived one
+# (the warm helper) turns it off and saves between requests instead.
+SAVE_AFTER_WRITE = True
+
+
+def pool_for(data_dir: Path) -> DecisionPool:
+    """This process's pool for ``data_dir``: kept in memory, loaded from the cache file on first use."""
+    from lore.store.store import watch
+
+    key = data_dir.resolve()
+    with _POOLS_GUARD:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = DecisionPool(key)
+            pool.load(cache_path(key))
+            watch(key / DECISIONS, pool)
+    return pool
+
+
+def save_after_write(data_dir: Path) -> None:
+    """Save this process's pool for ``data_dir`` when a write changed it (see ``SAVE_AFTER_WRITE``)."""
+    if SAVE_AFTER_WRITE:
+        save(data_dir)
+
+
+def save(data_dir: Path | None = None) -> None:
+    """Save the pools (of ``data_dir``, or all) that changed since they were loaded or saved."""
+    for key, pool in list(_POOLS.items()):
+        if (data_dir is None or key == data_dir.resolve()) and pool.built and not pool.saved:
+            with pool.lock:
+                pool.save(cache_path(key))
