@@ -44,7 +44,6 @@ from lore.curate.similarity import (
     stem,
     substituted_slot,
     text_hash,
-    tokens,
 )
 from lore.errors import DataError, DuplicateError, ModelError
 from lore.store.records import Record
@@ -148,15 +147,15 @@ class _Prepared:
     full_tokens: list[str]
     core: str = ""
     core_tokens: list[str] = field(default_factory=list)
-    row: int = -1  # row of the primary vector; the full vector is row + 1, the core's row + 2
+    rows: tuple[int, int, int] = (-1, -1, -1)  # the rows of the primary, full and core texts' vectors
 
     @classmethod
     def of(cls, kind: str, raw: dict[str, Any], record: Record | None = None) -> _Prepared:
         primary, secondary = compared_text(kind, raw)
         full = _join(primary, secondary)
         core = core_text(kind, raw) or primary
-        return cls(record, primary, full, bool(secondary), text_hash(full), tokens(primary), tokens(full),
-                   core, tokens(core))  # fmt: skip
+        return cls(record, primary, full, bool(secondary), text_hash(full), quick_tokens(primary), quick_tokens(full),
+                   core, quick_tokens(core))  # fmt: skip
 
 
 @dataclass
@@ -183,8 +182,8 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
                     jaccard(new.full_tokens, old.full_tokens))  # fmt: skip
     cosine = 0.0
     if vectors is not None:
-        cosine = _weighted(new, old, float(vectors[new.row] @ vectors[old.row]),
-                           float(vectors[new.row + 1] @ vectors[old.row + 1]))  # fmt: skip
+        cosine = _weighted(new, old, float(vectors[new.rows[0]] @ vectors[old.rows[0]]),
+                           float(vectors[new.rows[1]] @ vectors[old.rows[1]]))  # fmt: skip
     same_topic = bm25 >= TOPIC_BM25 or jac >= TOPIC_BM25 or (vectors is not None and cosine >= TOPIC_COSINE)
     if same_topic and opposite_advice(new.core, old.core):
         return _Verdict(
@@ -201,7 +200,7 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
             if jac >= LEXICAL_JACCARD:
                 candidates.append(Match(record, jac, "jaccard"))
     if (vectors is not None and cosine >= SEMANTIC_COSINE
-            and float(vectors[new.row + 2] @ vectors[old.row + 2]) >= CORE_COSINE):  # fmt: skip
+            and float(vectors[new.rows[2]] @ vectors[old.rows[2]]) >= CORE_COSINE):  # fmt: skip
         candidates.append(Match(record, cosine, "semantic"))
     if not candidates:
         return _Verdict()
@@ -220,12 +219,13 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
 def _embed_all(items: list[_Prepared], embed: Embed | None) -> np.ndarray | None:
     if embed is None or not items:
         return None
-    texts: list[str] = []
+    # Each distinct text once: a decision's core is its primary text, and a record without a
+    # rationale has one text for all three (the same text has the same vector).
+    rows: dict[str, int] = {}
     for item in items:
-        item.row = len(texts)
-        texts.extend([item.primary, item.full, item.core])
-    vectors = np.asarray(embed(texts), dtype=np.float32)
-    return vectors
+        primary, full, core = (rows.setdefault(text, len(rows)) for text in (item.primary, item.full, item.core))
+        item.rows = (primary, full, core)
+    return np.asarray(embed(list(rows)), dtype=np.float32)
 
 
 def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], embed: Embed | None,
@@ -520,7 +520,7 @@ def _candidate_pairs(items: list[_Prepared], vectors: np.ndarray | None) -> list
     for docs in hashes.values():
         pairs.update((docs[x], docs[y]) for x in range(len(docs)) for y in range(x + 1, len(docs)))
     if vectors is not None:
-        primary = vectors[[item.row for item in items]]
+        primary = vectors[[item.rows[0] for item in items]]
         sims = primary @ primary.T
         rows, cols = np.nonzero(np.triu(sims, k=1) >= SEMANTIC_COSINE - 0.05)
         pairs.update((int(r), int(c)) for r, c in zip(rows, cols, strict=True))

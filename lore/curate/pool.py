@@ -32,7 +32,6 @@ import contextlib
 import hashlib
 import os
 import threading
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +51,8 @@ FORMAT = 1
 # The kinds of the files ``Store.load`` reads after decisions.jsonl: one holding a decision's id wins it.
 LATER_KINDS = ("failure", "observation", "pattern", "lesson", "anti_pattern", "handoff")
 _DECISIONS = str(DECISIONS)
+# Records prepared for comparison, and texts embedded, that a pool keeps (~1 KB a vector).
+KEPT = 4096
 # The cache file's arrays, after its JSON header, in this order.
 _ARRAYS = (("starts", "<i8"), ("ends", "<i8"), ("lengths", "<i8"), ("active", "u1"), ("offsets", "<i8"),
            ("flat", "<i4"))  # fmt: skip
@@ -92,29 +93,6 @@ def _chained(view: memoryview, bounds: list[int], digest: bytes = b"", start: in
     return digest
 
 
-class _Df(Mapping[str, int]):
-    """Document frequencies over the pool plus the new record: what ``Bm25Stats.build`` counts over both."""
-
-    def __init__(self, vocab: dict[str, int], df: np.ndarray, new_terms: frozenset[str]) -> None:
-        self.vocab, self.df, self.new_terms = vocab, df, new_terms
-
-    def __getitem__(self, term: str) -> int:
-        row = self.vocab.get(term)
-        count = (int(self.df[row]) if row is not None else 0) + (term in self.new_terms)
-        if not count:
-            raise KeyError(term)
-        return count
-
-    def __iter__(self) -> Iterator[str]:
-        for term in {*self.vocab, *self.new_terms}:
-            with contextlib.suppress(KeyError):
-                self[term]
-                yield term
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
 class DecisionPool:
     """The decisions of one data dir as the write check sees them (see the module's doc)."""
 
@@ -151,6 +129,10 @@ class DecisionPool:
         self.later_ids: set[str] = set()  # ids the files after decisions.jsonl hold
         self.file_ids: set[str] = set()  # what Store.add's uniqueness check finds in decisions.jsonl
         self._owner: np.ndarray | None = None
+        self._live: np.ndarray | None = None  # ``live`` as an array, while it holds
+        self._prepared_of: dict[int, Any] = {}  # entry -> dedup._Prepared (at most KEPT)
+        self._embed: Embed | None = None
+        self._vectors: dict[str, np.ndarray] = {}  # text -> its vector by ``_embed`` (at most KEPT)
 
     # -- what the check reads --------------------------------------------------------
     @property
@@ -166,13 +148,49 @@ class DecisionPool:
         if not self.count:
             return None, []
         new = dedup._Prepared.of(kind, raw)
-        stats = dedup.Bm25Stats(doc_count=self.count + 1, avg_len=(self.total + len(new.full_tokens)) / (self.count + 1),
-                                df=_Df(self.vocab, self.df, frozenset(new.full_tokens)))  # fmt: skip
         keep = [e for e, live in enumerate(self.live) if live] if self.count <= limit else self.shortlist(new.full_tokens, limit)
         records = self.records(keep)
         if records is None:
             return None
-        return dedup.judge(new, [dedup._Prepared.of(r.kind, r.raw, r) for r in records], stats, embed)
+        pool = [self._prepared(entry, record) for entry, record in zip(keep, records, strict=True)]
+        # The statistics ``Bm25Stats.build`` would count over every live decision and the new
+        # one, for the terms the comparisons look up (a dict of a few hundred, not the vocabulary).
+        terms = {t for item in (new, *pool) for toks in (item.primary_tokens, item.full_tokens, item.core_tokens) for t in toks}
+        fresh = frozenset(new.full_tokens)
+        df = {t: (int(self.df[self.vocab[t]]) if t in self.vocab else 0) + (t in fresh) for t in terms}
+        stats = dedup.Bm25Stats(doc_count=self.count + 1, avg_len=(self.total + len(new.full_tokens)) / (self.count + 1),
+                                df={t: n for t, n in df.items() if n})  # fmt: skip
+        return dedup.judge(new, pool, stats, None if embed is None else self._cached(embed))
+
+    def _prepared(self, entry: int, record: Record) -> Any:
+        """``dedup._Prepared.of(record)``, kept for the entry (its texts tokenised and hashed once per process)."""
+        from lore.curate import dedup
+
+        found = self._prepared_of.get(entry)
+        if found is None or found.record is None or found.record.raw != record.raw:
+            found = self._prepared_of[entry] = dedup._Prepared.of(record.kind, record.raw, record)
+            if len(self._prepared_of) > KEPT:
+                del self._prepared_of[next(iter(self._prepared_of))]
+        return found
+
+    def _cached(self, embed: Embed) -> Embed:
+        """``embed``, with the vectors of texts it embedded before kept (a text's vector depends on it alone).
+
+        A long-lived process (the warm helper) embeds the same records for many writes: the
+        Rust tokenizer took ~10 ms for the ~100 texts of one check at 10,000 decisions.
+        """
+        if embed != self._embed:
+            self._embed, self._vectors = embed, {}
+
+        def cached(texts: list[str]) -> np.ndarray:
+            missing = [text for text in dict.fromkeys(texts) if text not in self._vectors]
+            if missing:
+                self._vectors.update(zip(missing, np.asarray(embed(missing), dtype=np.float32), strict=True))
+                for old in list(self._vectors)[: max(0, len(self._vectors) - KEPT)]:
+                    del self._vectors[old]
+            return np.stack([self._vectors[text] for text in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
+
+        return cached
 
     def shortlist(self, query: list[str], limit: int) -> list[int]:
         """``dedup.shortlist`` over the live entries in numpy: the ``limit`` closest by idf-weighted Jaccard.
@@ -194,10 +212,15 @@ class DecisionPool:
         in_query[known] = True
         weights = idf[flat]
         size = len(self.ids)
-        mass = np.bincount(owner, weights=weights, minlength=size)
-        shared = np.bincount(owner, weights=np.where(in_query[flat], weights, 0.0), minlength=size)
-        candidates = np.flatnonzero(np.asarray(self.live, dtype=bool) & (shared > 0))
-        union = query_mass + mass[candidates] - shared[candidates]
+        hits = np.flatnonzero(in_query[flat])
+        shared = np.bincount(owner[hits], weights=weights[hits], minlength=size)
+        candidates = np.flatnonzero(self._live_array() & (shared > 0))
+        if not len(candidates):
+            return []
+        # Each entry's idf mass, summed over its slice of ``flat`` (an entry without terms gets a
+        # stray value, and is no candidate: it shares no term).
+        mass = np.add.reduceat(np.append(weights, 0.0), self.offsets[:-1])[candidates]
+        union = query_mass + mass - shared[candidates]
         scores = np.divide(shared[candidates], union, out=np.ones(len(candidates)), where=union > 0)
         chosen = np.lexsort((candidates, -scores))[:limit]
         return sorted(int(candidates[i]) for i in chosen)
@@ -326,7 +349,6 @@ class DecisionPool:
         self.lengths.append(len(tokens))
         self.live.append(False)
         self.extra.append(np.asarray(sorted({self._term(token) for token in tokens}), dtype=np.int32))
-        self._owner = None
         self.position[record.id] = entry
         self._set_live(entry, record.active and record.id not in self.later_ids)
 
@@ -344,10 +366,16 @@ class DecisionPool:
             return self.flat[self.offsets[entry] : self.offsets[entry + 1]]
         return self.extra[entry - base]
 
+    def _live_array(self) -> np.ndarray:
+        if self._live is None or len(self._live) != len(self.live):
+            self._live = np.asarray(self.live, dtype=bool)
+        return self._live
+
     def _set_live(self, entry: int, live: bool) -> None:
         if self.live[entry] == live:
             return
         self.live[entry] = live
+        self._live = None
         sign = 1 if live else -1
         self.df[self._terms_of(entry)] += sign
         self.count += sign
@@ -365,9 +393,12 @@ class DecisionPool:
         """Every entry's term ids end to end, and the entry each belongs to."""
         if self.extra:
             sizes = np.fromiter((len(t) for t in self.extra), dtype=np.int64, count=len(self.extra))
+            first = len(self.offsets) - 1
             self.flat = np.concatenate([self.flat, *self.extra])
             self.offsets = np.concatenate([self.offsets, self.offsets[-1] + np.cumsum(sizes)])
-            self.extra, self._owner = [], None
+            if self._owner is not None:  # extended, not rebuilt: a write appends one entry
+                self._owner = np.concatenate([self._owner, np.repeat(np.arange(first, first + len(sizes)), sizes)])
+            self.extra = []
         if self._owner is None:
             self._owner = np.repeat(np.arange(len(self.offsets) - 1, dtype=np.int64), np.diff(self.offsets))
         return self.flat, self._owner
