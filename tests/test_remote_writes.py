@@ -40,7 +40,7 @@ def same(text: str) -> str:
 @pytest.mark.parametrize(("args", "expected"), [
     (["remember", "x"], (None, None)),
     (["--data-dir", "d", "--index-dir", "i", "-P", "p", "learn", "x"], ("d", "i")),
-    (["--data-dir=d", "--project=p", "--debug", "observe", "x"], ("d", None)),
+    (["--data-dir=d", "--project=p", "observe", "x"], ("d", None)),
     (["-Pp", "--index-dir=i", "lesson", "--rule", "r"], (None, "i")),
 ])  # fmt: skip
 def test_a_write_command_finds_its_helper(args: list[str], expected: tuple[str | None, str | None]) -> None:
@@ -48,7 +48,7 @@ def test_a_write_command_finds_its_helper(args: list[str], expected: tuple[str |
 
 
 @pytest.mark.parametrize("args", [
-    ["search", "q"], ["list"], [], ["--version", "remember", "x"], ["--bogus", "remember", "x"],
+    ["search", "q"], ["list"], [], ["--version", "remember", "x"], ["--bogus", "remember", "x"], ["--debug", "observe", "x"],
     ["remember", "x", "--help"], ["learn", "-h"], ["server", "start"], ["--data-dir"],
 ])  # fmt: skip
 def test_anything_else_is_left_to_the_cli(args: list[str]) -> None:

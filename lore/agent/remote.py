@@ -121,14 +121,13 @@ def run_remote(args: list[str]) -> int | None:
 WRITE_COMMANDS = frozenset({"remember", "learn", "lesson", "handoff", "fail", "observe", "capture"})
 # The root options (lore.cli.base.main_options) that may come before the command: with a value, and flags.
 _ROOT_VALUED = {"--data-dir": 0, "--index-dir": 1, "--project": 2, "-P": 2}
-_ROOT_FLAGS = frozenset({"--debug"})
 
 
 def locate(args: list[str]) -> tuple[str | None, str | None] | None:
     """The ``--data-dir`` and ``--index-dir`` given before a write command in ``args``; None if it is not one.
 
     Only finds the helper to ask: the helper parses ``args`` with the CLI itself. Anything
-    before the command that is not a root option (``--version``, a typo) is left to the CLI.
+    else before the command (``--debug``, ``--version``, a typo) is left to the CLI.
     """
     given: list[str | None] = [None, None, None]
     i = 0
@@ -142,8 +141,8 @@ def locate(args: list[str]) -> tuple[str | None, str | None] | None:
             given[_ROOT_VALUED[name]] = value
         elif arg.startswith("-P") and len(arg) > 2:
             given[2] = arg[2:]
-        elif arg not in _ROOT_FLAGS:
-            return None
+        else:
+            return None  # --debug (a traceback is for the terminal that asked), --version, a typo
         i += 1
     if i >= len(args) or args[i] not in WRITE_COMMANDS or "--help" in args or "-h" in args:
         return None

@@ -178,7 +178,8 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             loaded = corpora.load_questions()
             questions = [q["question"] for q in loaded]
             answerable = [q["question"] for q in loaded if q.get("answerable", True)]
-            commits_all = corpora.load_commits(shared, max(settings.sizes))
+            # The commits after the largest store's: the new decisions the write latency stores.
+            commits_all = corpora.load_commits(shared, max(settings.sizes) + 3 * (settings.latency_runs + 1) + 10)
             for size in sorted(settings.sizes):
                 t = time.perf_counter()
                 entry: dict[str, Any] = {}
@@ -268,6 +269,13 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         progress(f"indexing {size}: whole-process lore index, no-op vs one new decision x{settings.process_repeats}")
         entry["indexing"]["process"] = indexing.whole_process(data_dir, index_dir, work / f"size-{size}-process",
                                                               settings.process_repeats, raws[0]["timestamp"])  # fmt: skip
+    if "latency" in settings.only:
+        # Last: it adds decisions to the store. New ones, from the commits after the store's.
+        fresh, _, _ = corpora.commit_raws(commits_all[size : size + 3 * (settings.latency_runs + 1) + 10])
+        progress(f"writes {size}: {settings.latency_runs} runs per command")
+        entry["writes"] = latency.measure_writes(data_dir, index_dir, work / f"size-{size}-writes",
+                                                 [(r["decision"], r["rationale"]) for r in fresh],
+                                                 runs=settings.latency_runs, progress=progress)  # fmt: skip
 
 
 def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:
