@@ -487,11 +487,11 @@ class DecisionPool:
         except (OSError, ValueError, KeyError, TypeError):
             return False
         self._clear()
-        self.ids, self.vocab = ids, {term: row for row, term in enumerate(header["vocab"])}
+        self.ids, self.vocab = ids, dict(zip(header["vocab"], range(len(header["vocab"])), strict=True))
         self.starts, self.ends = arrays["starts"].tolist(), arrays["ends"].tolist()
         self.lengths, self.active = arrays["lengths"].tolist(), arrays["active"].astype(bool).tolist()
         self.flat, self.offsets = arrays["flat"].astype(np.int32), arrays["offsets"].astype(np.int64)
-        self.position = {rid: entry for entry, rid in enumerate(ids)}
+        self.position = dict(zip(ids, range(len(ids)), strict=True))
         self.later_ids, self.file_ids = set(header["later_ids"]), set(header["file_ids"])
         self.manifest, self.bounds, self.digest = header["manifest"], header["bounds"], bytes.fromhex(header["digest"])
         self.live = [active and rid not in self.later_ids for rid, active in zip(ids, self.active, strict=True)]
