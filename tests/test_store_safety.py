@@ -269,6 +269,65 @@ def test_eight_concurrent_writers_lose_nothing(initialised: Path, tmp_path: Path
     assert (checked, problem) == (2000, None)
 
 
+HOLDER = r"""
+import sys, time
+from pathlib import Path
+from lore.store.fileio import data_lock
+data_dir, held, release = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+with data_lock(data_dir):
+    held.touch()
+    while not release.exists():
+        time.sleep(0.005)
+"""
+
+
+def test_the_data_lock_excludes_other_processes_and_threads_and_re_enters(initialised: Path, tmp_path: Path) -> None:
+    import threading
+
+    from lore.errors import LockTimeoutError
+    from lore.store.fileio import data_lock
+
+    script, held, release = tmp_path / "holder.py", tmp_path / "held", tmp_path / "release"
+    script.write_text(HOLDER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    holder = subprocess.Popen([sys.executable, str(script), str(initialised), str(held), str(release)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not held.exists():
+            assert time.monotonic() < deadline and holder.poll() is None
+            time.sleep(0.01)
+        with pytest.raises(LockTimeoutError), data_lock(initialised, timeout=0.1):
+            pass  # another process holds it
+    finally:
+        release.touch()
+        holder.wait(timeout=60)
+    entered: list[str] = []
+    with data_lock(initialised), data_lock(initialised):  # re-entrant in one thread
+        thread = threading.Thread(target=lambda: _try_lock(initialised, entered))
+        thread.start()
+        thread.join()
+        assert entered == ["timed out"]  # another thread of this process waits like another process
+    thread = threading.Thread(target=lambda: _try_lock(initialised, entered))
+    thread.start()
+    thread.join()
+    assert entered == ["timed out", "entered"]
+    import filelock  # what lore locked the data dir with before (an older lore still running does)
+
+    with filelock.FileLock(str(initialised / ".lore.lock")), pytest.raises(LockTimeoutError), data_lock(initialised, timeout=0.1):
+        pass
+
+
+def _try_lock(data_dir: Path, entered: list[str]) -> None:
+    from lore.errors import LockTimeoutError
+    from lore.store.fileio import data_lock
+
+    try:
+        with data_lock(data_dir, timeout=0.1):
+            entered.append("entered")
+    except LockTimeoutError:
+        entered.append("timed out")
+
+
 # A process that waits for the go file, then writes: through the CLI (which hands the write to
 # a running helper) or straight through lore.capture (no helper), as argv[3] says.
 RACER = r"""

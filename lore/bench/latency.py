@@ -7,6 +7,7 @@ on the machine spreads evenly over them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -58,6 +59,7 @@ class Sample:
     maxrss_kb: int
     returncode: int
     stdout: bytes
+    cpu_ms: float = -1.0  # user + system time (GNU time): less moved by other work on a shared machine than wall time
 
 
 TIME_BIN = Path("/usr/bin/time")
@@ -70,20 +72,22 @@ def run_once(command: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: b
     spawned straight from the harness would report the harness's own RSS,
     which Linux carries over into the child's high-water mark at exec.
     """
-    rss_kb = -1
+    rss_kb, cpu_ms = -1, -1.0
     with tempfile.NamedTemporaryFile(prefix="lore-bench-rss-") as rss_file:
         full = list(command)
         if TIME_BIN.exists():
-            full = [str(TIME_BIN), "-f", "%M", "-o", rss_file.name, *full]
+            full = [str(TIME_BIN), "-f", "%U %S %M", "-o", rss_file.name, *full]
         started = time.perf_counter()
         done = subprocess.run(full, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
                               capture_output=True, env=dict(env), cwd=cwd, check=False)  # fmt: skip
         elapsed = (time.perf_counter() - started) * 1000
         if TIME_BIN.exists():
-            lines = Path(rss_file.name).read_text(errors="replace").split()
-            if lines and lines[-1].isdigit():
-                rss_kb = int(lines[-1])
-    return Sample(elapsed, rss_kb, done.returncode, done.stdout)
+            fields = Path(rss_file.name).read_text(errors="replace").split()
+            if len(fields) >= 3 and fields[-1].isdigit():  # (a failed command's line comes first)
+                rss_kb = int(fields[-1])
+                with contextlib.suppress(ValueError):
+                    cpu_ms = (float(fields[-3]) + float(fields[-2])) * 1000
+    return Sample(elapsed, rss_kb, done.returncode, done.stdout, cpu_ms)
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
@@ -254,6 +258,7 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     texts = iter(decisions)
     samples: dict[str, list[Sample]] = {}
     floors: dict[str, list[float]] = {}
+    cpu_floors: dict[str, list[float]] = {}
     notes: list[str] = []
 
     def phase(row: str) -> None:
@@ -263,6 +268,7 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
             sample = run_once([*lore, "remember", f"--rationale={rationale}", "--", decision], env, cwd)
             if i > 0:
                 floors.setdefault(row, []).append(floor.ms)
+                cpu_floors.setdefault(row, []).append(floor.cpu_ms)
                 samples.setdefault(row, []).append(sample)
             progress(f"writes: {row}, round {i}/{runs}")
 
@@ -285,11 +291,15 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     else:
         notes.append("lore server start failed: " + started.stderr.decode(errors="replace")[-300:])
 
-    result: dict[str, Any] = {"runs": runs, "commands": {}, "notes": notes}
+    result: dict[str, Any] = {"runs": runs, "commands": {}, "notes": notes, "load_average": _load()}
     for row, got in samples.items():
         floor = statistics.median(floors[row])
         figures: dict[str, Any] = {"python -c pass p50": round(floor, 2), **summary([s.ms for s in got])}
         figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
+        cpu = [s.cpu_ms for s in got if s.cpu_ms >= 0]
+        figures["cpu_ms_p50"] = round(statistics.median(cpu), 1) if cpu else None
+        floor_cpu = [c for c in cpu_floors.get(row, []) if c >= 0]
+        figures["python -c pass cpu_ms_p50"] = round(statistics.median(floor_cpu), 1) if floor_cpu else None
         rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
         figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
         figures["exit_codes"] = {str(code): sum(1 for s in got if s.returncode == code) for code in sorted({s.returncode for s in got})}
@@ -318,6 +328,14 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     finally:
         mcp.close()
     return result
+
+
+def _load() -> list[float] | None:
+    """The machine's load average (1, 5, 15 min) when the figures were taken: the wall times move with it."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _helper_writes(cache: Path, index_dir: Path) -> int:
