@@ -19,7 +19,9 @@ Cost: on the write path (``check_before_write``) a store with more than
 ``EMBED_CANDIDATES`` records of the kind is first narrowed to the
 ``EMBED_CANDIDATES`` records with the highest idf-weighted word overlap with the
 new text (cached-stem tokens, no embedding); only those are compared in full and
-embedded. Below that size every record is compared, as before.
+embedded. Below that size every record is compared, as before. Decisions are
+checked against ``lore.curate.pool`` (their word sets kept current, not the whole
+store read on every write), patterns and lessons against the files that hold them.
 """
 
 from __future__ import annotations
