@@ -224,3 +224,27 @@ def test_without_a_helper_the_cli_writes(data_dir: Path) -> None:
     Store(data_dir).init()
     done = lore("remember", "Written without a helper")
     assert done.returncode == 0 and "Remembered decision" in done.stdout, done.stderr
+
+
+THREADS_AFTER_A_WRITE = """
+import os, sys
+from lore.__main__ import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exit_:
+    code = exit_.code
+sys.stderr.write(f"{code} {len(os.listdir('/proc/self/task'))}")
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_write_without_a_helper_starts_no_blas_threads(data_dir: Path) -> None:
+    """Its numpy work is a few small arrays: OpenBLAS's thread pool cost ~30 ms of CPU for nothing."""
+    store = Store(data_dir)
+    store.init()
+    for i in range(3):
+        store.add("decision", {"decision": f"Adopt queue worker {i}", "status": "active"})
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", THREADS_AFTER_A_WRITE, "remember", "Adopt queue worker 9 instead"],
+                          capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
+    assert done.stderr.split()[-2:] == ["0", "1"], done.stderr  # exit 0, one thread
