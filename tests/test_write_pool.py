@@ -95,7 +95,7 @@ def test_the_pool_follows_every_kind_of_change(store: Store, data_dir: Path) -> 
     assert p.builds == 1  # caught up with the appended lines, not read again
     # This process writes: Store.add takes the ids from the pool and tells it what it appended.
     capture.remember(store, "Pin the Python version in CI images", project="x", options=PLAIN)
-    assert p.ids_if_current() is not None and len(p.bounds) == 2  # current without a refresh: the chain went on
+    assert p.ids_if_current() is not None and len(p.chains["journal/data/decisions.jsonl"][0]) == 2  # no refresh: the chain went on
     check_same(p, data_dir)
     assert p.builds == 1
     # A version that retires a record, then one that brings it back.
@@ -103,16 +103,31 @@ def test_the_pool_follows_every_kind_of_change(store: Store, data_dir: Path) -> 
     check_same(p, data_dir)
     append(path, decision("dec-00000005", "Adopt service 5 again", status="active"))
     check_same(p, data_dir)
+    # Observations appended between two decisions (an agent's captures) are read alone too.
+    reads = p.later_reads
+    capture.observe(store, "The ledger export runs at 02:00", project="x", options=PLAIN)
+    append(data_dir / OBSERVATIONS, orjson.dumps({"id": "obs-feed0001", "content": "appended", "schema_version": 1}) + b"\n")
+    check_same(p, data_dir)
+    assert p.later_reads == reads
     # A later file holds a decision's id: it wins the id in Store.load, so the decision leaves the pool...
-    (data_dir / OBSERVATIONS).parent.mkdir(parents=True, exist_ok=True)
     append(data_dir / OBSERVATIONS, orjson.dumps({"id": "dec-00000007", "content": "an observation", "schema_version": 1}) + b"\n")
     check_same(p, data_dir)
-    assert "dec-00000007" not in state(p)[0]
-    # ...and comes back when that file no longer holds it.
+    assert "dec-00000007" not in state(p)[0] and p.later_reads == reads
+    # ...and comes back when that file no longer holds it (a rewrite: read again).
     (data_dir / OBSERVATIONS).write_bytes(b"")
     check_same(p, data_dir)
-    assert "dec-00000007" in state(p)[0]
-    assert p.builds == 1
+    assert "dec-00000007" in state(p)[0] and p.later_reads == reads + 1
+    # A session file or patterns.yaml holding a decision's id wins it too.
+    session = data_dir / "transfer/data/sessions/dec-00000008.json"
+    session.parent.mkdir(parents=True, exist_ok=True)
+    session.write_bytes(orjson.dumps({"summary": "a handoff", "handoff": {"message": "m"}}))
+    check_same(p, data_dir)
+    assert "dec-00000008" not in state(p)[0]
+    session.unlink()
+    capture.learn(store, "Ledger exports stream", project="x", solution="write rows as they come", options=PLAIN)
+    check_same(p, data_dir)
+    assert "dec-00000008" in state(p)[0]
+    assert p.builds == 1 and p.later_reads == reads + 1
     # A line being written (no newline yet) is read once it is whole.
     append(path, decision("dec-feed0002", "Half written", "")[:20])
     check_same(p, data_dir)
@@ -154,7 +169,7 @@ def test_a_saved_pool_loads_as_it_was(store: Store, data_dir: Path, tmp_path: Pa
     loaded = pool.DecisionPool(data_dir)
     assert loaded.load(saved)
     assert state(loaded) == state(p) == truth(data_dir)
-    assert loaded.manifest == p.manifest and loaded.digest == p.digest
+    assert loaded.manifest == p.manifest and loaded.chains == p.chains
     capture.remember(store, "Rotate the signing keys every quarter", project="x", options=PLAIN)
     check_same(loaded, data_dir)  # the chain loaded from the file goes on
     other = pool.DecisionPool(tmp_path / "elsewhere")

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from lore.store.layout import DECISIONS, GRAPH, source_files
+from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, SIGNALS, source_files
 from lore.store.readers import appended_records
 from lore.store.records import Record
 
@@ -47,9 +47,14 @@ if TYPE_CHECKING:
     from lore.store.store import Store
 
 # The cache file's layout; a file of another format is no cache.
-FORMAT = 1
+FORMAT = 2
 # The kinds of the files ``Store.load`` reads after decisions.jsonl: one holding a decision's id wins it.
 LATER_KINDS = ("failure", "observation", "pattern", "lesson", "anti_pattern", "handoff")
+# Those files, by the rule that keeps their ids: the JSONL ones follow appended lines like
+# decisions.jsonl (an agent's captures append observations between two decisions); patterns.yaml
+# and the session files are read again when one changes (``Store.load`` of their kinds).
+_LATER_JSONL = {str(FAILURES): "failure", str(OBSERVATIONS): "observation", str(SIGNALS): "observation"}
+_OTHER_KINDS = ("pattern", "lesson", "anti_pattern", "handoff")
 _DECISIONS = str(DECISIONS)
 # Records prepared for comparison, and texts embedded, that a pool keeps (~1 KB a vector).
 KEPT = 4096
@@ -101,14 +106,15 @@ class DecisionPool:
         self.file = self.data_dir / DECISIONS
         self.lock = threading.RLock()  # the MCP server may run two tool calls at once
         self.builds = 0  # whole loads so far (the tests check that an append needs none)
+        self.later_reads = 0  # whole reads of failures, observations and signals (likewise)
         self._clear()
 
     def _clear(self) -> None:
         self.built = False
         self.saved = True  # nothing worth saving
         self.manifest: dict[str, list[int]] = {}
-        self.bounds: list[int] = []  # the hash chain's chunk ends in decisions.jsonl
-        self.digest = b""
+        # Per JSONL file read (decisions and the later ones): the hash chain's chunk ends and digest.
+        self.chains: dict[str, tuple[list[int], bytes]] = {}
         # One entry per decision line read; a line a later one replaced stays, never live again.
         self.ids: list[str] = []
         self.starts: list[int] = []
@@ -126,7 +132,9 @@ class DecisionPool:
         self.df = np.zeros(0, dtype=np.int64)  # over the live entries
         self.count = 0
         self.total = 0  # tokens over the live entries
-        self.later_ids: set[str] = set()  # ids the files after decisions.jsonl hold
+        self.later_ids: set[str] = set()  # ids the files after decisions.jsonl hold: the next two
+        self.later_jsonl: set[str] = set()  # ids valid in failures, observations and signals
+        self.later_other: set[str] = set()  # ids of the records patterns.yaml and the session files hold
         self.file_ids: set[str] = set()  # what Store.add's uniqueness check finds in decisions.jsonl
         self._owner: np.ndarray | None = None
         self._live: np.ndarray | None = None  # ``live`` as an array, while it holds
@@ -269,15 +277,8 @@ class DecisionPool:
         current = _manifest(self.data_dir)
         if self.built and current == self.manifest:
             return
-        if self.built and self._catch_up(current.get(_DECISIONS)):
-            others = {name: stamp for name, stamp in current.items() if name != _DECISIONS}
-            if others != {name: stamp for name, stamp in self.manifest.items() if name != _DECISIONS}:
-                self._set_later_ids(set(store.load(kinds=LATER_KINDS).records))
-            if _DECISIONS in self.manifest:
-                others[_DECISIONS] = self.manifest[_DECISIONS]
-            self.manifest, self.saved = others, False
-            return
-        self._build(store)
+        if not (self.built and self._follow(store, current)):
+            self._build(store)
 
     def appended(self) -> None:
         """``Store.add`` appended to decisions.jsonl (under the data-dir lock, after ``ids_if_current``): read it."""
@@ -294,37 +295,104 @@ class DecisionPool:
             self.built = False  # read everything again next time
             return
         self._take(found, tail, old_size)
-        self.digest = _chained(memoryview(tail), [len(tail)], self.digest)
-        self.bounds.append(stat.st_size)
+        bounds, digest = self.chains[_DECISIONS]
+        self.chains[_DECISIONS] = ([*bounds, stat.st_size], _chained(memoryview(tail), [len(tail)], digest))
         self.manifest[_DECISIONS] = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
         self.saved = False
 
-    def _catch_up(self, stamp: list[int] | None) -> bool:
-        """Read the lines appended to decisions.jsonl since the pool read it; False if that is not what changed."""
-        old = self.manifest.get(_DECISIONS)
-        if stamp == old:
-            return True
-        if stamp is None or old is None or stamp[2] != old[2] or stamp[0] < old[0] or old[0] == 0:
-            return False  # gone, new, replaced (an atomic rewrite) or shorter
-        try:
-            content = self.file.read_bytes()
-        except OSError:
-            return False
-        size = old[0]
-        if len(content) < size or content[size - 1 : size] != b"\n":
-            return False  # not whole lines appended to what the pool read
-        view = memoryview(content)
-        if _chained(view, self.bounds) != self.digest:
-            return False  # something before the old end changed
-        end = content.rfind(b"\n") + 1  # a line being written right now is read next time
-        found = appended_records(self.file, "decision", content[:end], size)
-        if found is None:
-            return False
-        self._take(found, content[:end], 0)
-        self.bounds, self.digest = [end], _chained(view, [end])
-        # What was read, stamped with the mtime from before the read: a later write moves it.
-        self.manifest[_DECISIONS] = [end, stamp[1], stamp[2]]
+    def _follow(self, store: Store, current: dict[str, list[int]]) -> bool:
+        """Take in what changed since the pool read the files; False when only a whole read will do."""
+        changed = {name for name in current.keys() | self.manifest.keys() if current.get(name) != self.manifest.get(name)}
+        grown: dict[str, tuple[bytes, int]] = {}
+        for name in changed & {_DECISIONS, *_LATER_JSONL}:
+            found = self._grown(name, current.get(name))
+            if found is not None:
+                grown[name] = found
+            elif name == _DECISIONS:
+                return False
+        decisions: list[tuple[int, int, Record]] = []
+        if _DECISIONS in grown:
+            data, size = grown[_DECISIONS]
+            parsed = appended_records(self.file, "decision", data, size)
+            if parsed is None:
+                return False  # a line Store.load would warn about
+            decisions = parsed
+        appended_ids: set[str] | None = set()
+        for name in set(grown) - {_DECISIONS}:
+            data, size = grown[name]
+            parsed = appended_records(self.data_dir / name, _LATER_JSONL[name], data, size)
+            if parsed is None or appended_ids is None:
+                appended_ids = None
+                continue
+            appended_ids.update(record.id for _, _, record in parsed)
+        if any(name in _LATER_JSONL and name not in grown for name in changed):
+            appended_ids = None  # rewritten, new or gone: read them all again
+        # Nothing is changed before this point: a False above leaves the pool as it was.
+        if decisions:
+            self._take(decisions, grown[_DECISIONS][0], 0)
+        for name, (data, _) in grown.items():
+            self.chains[name] = ([len(data)], _chained(memoryview(data), [len(data)]))
+            self.manifest[name] = [len(data), *current[name][1:]]  # stamped with the mtime from before the read
+        if appended_ids is None:
+            self._read_later_jsonl(current)
+        else:
+            self.later_jsonl |= appended_ids
+        if any(name != _DECISIONS and name not in _LATER_JSONL for name in changed):
+            self.later_other = set(store.load(kinds=_OTHER_KINDS).records)
+        self._set_later_ids(self.later_jsonl | self.later_other)
+        for name in changed - {_DECISIONS, *_LATER_JSONL}:
+            if name in current:
+                self.manifest[name] = current[name]
+            else:
+                self.manifest.pop(name, None)
+        self.saved = False
         return True
+
+    def _grown(self, name: str, stamp: list[int] | None) -> tuple[bytes, int] | None:
+        """JSONL file ``name`` up to its last whole line, and the size the pool had read of it, when lines were only
+        appended behind what it read (its hash chain checked); else None."""
+        old = self.manifest.get(name)
+        if stamp is None or old is None or stamp[2] != old[2] or stamp[0] < old[0] or name not in self.chains:
+            return None  # gone, new, replaced (an atomic rewrite) or shorter
+        try:
+            content = (self.data_dir / name).read_bytes()
+        except OSError:
+            return None
+        size = old[0]
+        if len(content) < size or (size and content[size - 1 : size] != b"\n"):
+            return None  # not whole lines appended to what the pool read
+        bounds, digest = self.chains[name]
+        if _chained(memoryview(content), bounds) != digest:
+            return None  # something before the old end changed
+        return content[: content.rfind(b"\n") + 1], size  # a line being written right now is read next time
+
+    def _read_later_jsonl(self, current: dict[str, list[int]]) -> None:
+        """The ids valid in failures, observations and signals (``Store.load``'s rule), their chains and stamps."""
+        from lore.store.readers import FileRead, parse_jsonl
+        from lore.store.store import skips
+        from lore.store.validate import check_record
+
+        self.later_reads += 1
+        ids: set[str] = set()
+        for name, kind in _LATER_JSONL.items():
+            self.chains.pop(name, None)
+            if name not in current:
+                self.manifest.pop(name, None)
+                continue
+            path = self.data_dir / name
+            try:
+                content = path.read_bytes()
+            except OSError:
+                self.manifest.pop(name, None)
+                continue
+            end = content.rfind(b"\n") + 1  # a line being written right now is read next time
+            self.chains[name] = ([end], _chained(memoryview(content), [end]))
+            self.manifest[name] = [end, *current[name][1:]]
+            for _, raw in parse_jsonl(FileRead(path), content[:end]).items:
+                record_id = raw.get("id")
+                if isinstance(record_id, str) and record_id.strip() and not skips(check_record(kind, raw)):
+                    ids.add(record_id)
+        self.later_jsonl = ids
 
     def _take(self, found: list[tuple[int, int, Record]], data: bytes, base: int) -> None:
         from lore.store.store import _ID_FIELD
@@ -418,7 +486,11 @@ class DecisionPool:
                 break
         self._clear()
         self.builds += 1
-        self.later_ids = {rid for rid, record in snapshot.records.items() if record.kind != "decision"}
+        self.manifest = {name: stamp for name, stamp in before.items() if name not in _LATER_JSONL}
+        self._read_later_jsonl(before)
+        # Records of these kinds come from patterns.yaml and the session files alone.
+        self.later_other = {rid for rid, record in snapshot.records.items() if record.kind in _OTHER_KINDS}
+        self.later_ids = self.later_jsonl | self.later_other
         newlines = np.flatnonzero(np.frombuffer(content, dtype=np.uint8) == 10)
         for record in snapshot.of_kind("decision"):
             line = record.line or 1
@@ -428,10 +500,9 @@ class DecisionPool:
         self._csr()
         # Only whole lines: Store.add takes these ids only from a pool that ends on a whole line.
         self.file_ids = {match.decode() for match in _ID_FIELD.findall(content, 0, content.rfind(b"\n") + 1)}
-        self.bounds, self.digest = [len(content)], _chained(memoryview(content), [len(content)])
-        self.manifest = before
         if _DECISIONS in before:
-            before[_DECISIONS][0] = len(content)
+            self.chains[_DECISIONS] = ([len(content)], _chained(memoryview(content), [len(content)]))
+            self.manifest[_DECISIONS] = [len(content), *before[_DECISIONS][1:]]
         self.built, self.saved = True, False
 
     # -- the cache file ----------------------------------------------------------------
@@ -448,9 +519,10 @@ class DecisionPool:
             "flat": flat if keep.all() else flat[keep[owner]],
         }  # fmt: skip
         ids = self.ids if keep.all() else [rid for rid, kept in zip(self.ids, keep, strict=True) if kept]
-        header = {"format": FORMAT, "data_dir": str(self.data_dir), "manifest": self.manifest, "bounds": self.bounds,
-                  "digest": self.digest.hex(), "ids": ids, "vocab": list(self.vocab),
-                  "later_ids": list(self.later_ids), "file_ids": list(self.file_ids),
+        header = {"format": FORMAT, "data_dir": str(self.data_dir), "manifest": self.manifest,
+                  "chains": {name: [bounds, digest.hex()] for name, (bounds, digest) in self.chains.items()},
+                  "ids": ids, "vocab": list(self.vocab), "later_jsonl": list(self.later_jsonl),
+                  "later_other": list(self.later_other), "file_ids": list(self.file_ids),
                   "sizes": [len(arrays[name]) for name, _ in _ARRAYS]}  # fmt: skip
         body = orjson.dumps(header)
         parts = [len(body).to_bytes(8, "little"), body]
@@ -492,8 +564,10 @@ class DecisionPool:
         self.lengths, self.active = arrays["lengths"].tolist(), arrays["active"].astype(bool).tolist()
         self.flat, self.offsets = arrays["flat"].astype(np.int32), arrays["offsets"].astype(np.int64)
         self.position = dict(zip(ids, range(len(ids)), strict=True))
-        self.later_ids, self.file_ids = set(header["later_ids"]), set(header["file_ids"])
-        self.manifest, self.bounds, self.digest = header["manifest"], header["bounds"], bytes.fromhex(header["digest"])
+        self.later_jsonl, self.later_other = set(header["later_jsonl"]), set(header["later_other"])
+        self.later_ids, self.file_ids = self.later_jsonl | self.later_other, set(header["file_ids"])
+        self.manifest = header["manifest"]
+        self.chains = {name: (bounds, bytes.fromhex(digest)) for name, (bounds, digest) in header["chains"].items()}
         self.live = [active and rid not in self.later_ids for rid, active in zip(ids, self.active, strict=True)]
         flat, owner = self._csr()
         live = np.asarray(self.live, dtype=bool)

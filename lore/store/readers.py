@@ -57,7 +57,11 @@ def read_bytes(path: Path, result: FileRead) -> bytes | None:
 def read_jsonl(path: Path) -> FileRead:
     """One JSON object per line; blank lines are fine, bad lines are reported by number."""
     result = FileRead(path)
-    data = read_bytes(path, result)
+    return parse_jsonl(result, read_bytes(path, result))
+
+
+def parse_jsonl(result: FileRead, data: bytes | None) -> FileRead:
+    """``read_jsonl`` of the bytes ``data`` already read from ``result.path``."""
     if not data:
         return result
     if b"\x00" in data[:8192] and not data.lstrip().startswith(b"{"):

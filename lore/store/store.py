@@ -208,6 +208,11 @@ class Snapshot:
         return found
 
 
+def skips(problems: list[tuple[str, str]]) -> bool:
+    """Whether ``Store.load`` leaves out a record with these problems (``check_record``): no text to show or search."""
+    return any(name in ("decision", "name", "content", "handoff", "error_message") for name, _ in problems)
+
+
 # Views of a record file that a process keeps current (lore.curate.pool), by the file's resolved
 # path: ``Store.add`` takes the file's ids from a current one instead of reading the whole file
 # (20-40 ms for decisions.jsonl at 10,000 decisions) and tells it what it appended.
@@ -334,7 +339,7 @@ class Store:
             problems = check_record(kind, raw)
             for field_name, message in problems:
                 snapshot.warnings.append(LoadWarning(read.path, line, message, field_name))
-            if any(f in ("decision", "name", "content", "handoff", "error_message") for f, _ in problems):
+            if skips(problems):
                 return  # no text to show or search: keep the rest, skip this one
             if record_id in seen:
                 snapshot.duplicate_ids.setdefault(record_id, [seen[record_id]]).append((read.path, line))
