@@ -123,6 +123,7 @@ class Bm25Stats:
     # the same texts' self-scores come up again and again); the statistics never change after build.
     _idf: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     _self: dict[tuple[str, ...], float] = field(default_factory=dict, repr=False, compare=False)
+    _counts: dict[tuple[str, ...], tuple[Counter[str], set[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, texts: Iterable[str | list[str]], *, k1: float = 1.2, b: float = 0.75) -> Bm25Stats:
@@ -151,14 +152,22 @@ class Bm25Stats:
             value = self._self[key] = self.score(toks, toks)
         return value
 
+    def _counted(self, toks: list[str]) -> tuple[Counter[str], set[str]]:
+        """A text's term counts and term set, once per text (the same texts meet 50 others in a write check)."""
+        key = tuple(toks)
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = (Counter(toks), set(toks))
+        return found
+
     def score(self, query: list[str], doc: list[str]) -> float:
         if not query or not doc:
             return 0.0
-        tf = Counter(doc)
+        tf = self._counted(doc)[0]
         avg = self.avg_len or float(len(doc))
         norm = self.k1 * (1.0 - self.b + self.b * len(doc) / avg)
         total = 0.0
-        for term in set(query):
+        for term in self._counted(query)[1]:
             f = tf.get(term, 0)
             if f:
                 total += self.idf(term) * f * (self.k1 + 1.0) / (f + norm)
