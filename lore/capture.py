@@ -91,15 +91,22 @@ def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubbe
     """Store an already scrubbed record after the duplicate check: every capture path ends here."""
     notices: list[str] = []
     store.prepare_write()
-    if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
-        from lore.curate.dedup import check_before_write
+    try:
+        if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
+            from lore.curate.dedup import check_before_write
 
-        outcome = check_before_write(store, kind, raw, force=options.force, merge=options.merge)
-        if outcome.merged is not None:
-            return WriteResult(record=outcome.merged, redactions=scrubber.kinds, merged_into=outcome.merged.id,
-                               created=False, notices=outcome.notices)  # fmt: skip
-        notices.extend(outcome.notices)
-    record = store.add(kind, raw, op=op)
+            outcome = check_before_write(store, kind, raw, force=options.force, merge=options.merge)
+            if outcome.merged is not None:
+                return WriteResult(record=outcome.merged, redactions=scrubber.kinds, merged_into=outcome.merged.id,
+                                   created=False, notices=outcome.notices)  # fmt: skip
+            notices.extend(outcome.notices)
+        record = store.add(kind, raw, op=op)
+    finally:
+        if options.check_duplicates and kind == "decision":
+            # The decisions the check read, with this write: the next process starts from them.
+            from lore.curate.pool import save_after_write
+
+            save_after_write(store.data_dir)
     if not options.redact:
         notices.append("stored without redaction (--no-redact): secrets in this text are kept as typed")
     return WriteResult(record=record, redactions=scrubber.kinds, notices=notices)

@@ -175,3 +175,31 @@ def test_the_rust_tokenizer_takes_over_once_a_process_has_tokenized_its_worth_of
     big = QueryEncoder(BUNDLED_MODEL_DIR)
     big.encode([text] * (big.PURE_CHARACTERS // len(text) + 1))  # one call past the budget goes to tokenizers
     assert big._tokenizer is not None and big._pure_characters == 0
+
+
+def test_word_by_word_gives_the_ids_of_the_whole_text(pure: PureBpe) -> None:
+    # The bundled tokenizer has no token with a metaspace after another character: words tokenize alone.
+    assert pure.by_word
+    whole = PureBpe.load(BUNDLED_MODEL_DIR / "tokenizer.json")
+    assert whole is not None
+    whole.by_word = False
+    texts = [t for t in repository_texts() if "<s>" not in t and "<unk>" not in t][:600] + AWKWARD
+    for text in texts:
+        assert pure.token_ids(text, LIMIT) == whole.token_ids(text, LIMIT), text[:200]
+
+
+def test_a_token_joining_a_word_to_the_next_turns_word_by_word_off(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+
+    data = orjson.loads((BUNDLED_MODEL_DIR / "tokenizer.json").read_bytes())
+    model = data["model"]
+    model["vocab"]["\u2581a\u2581the"] = len(model["vocab"])
+    merges = model["merges"]
+    merges.insert(0, ["\u2581a", "\u2581the"] if merges and not isinstance(merges[0], str) else "\u2581a \u2581the")
+    (tmp_path / "tokenizer.json").write_bytes(orjson.dumps(data))
+    joined = PureBpe.load(tmp_path / "tokenizer.json")
+    assert joined is not None and not joined.by_word
+    rust = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in ("retry a the payment", "a the", "data the a the"):
+        assert joined.token_ids(text) == rust.encode(text, add_special_tokens=False).ids
+    assert model["vocab"]["\u2581a\u2581the"] in (joined.token_ids("retry a the payment") or [])

@@ -188,6 +188,30 @@ def latency_table(size: str, result: dict[str, Any]) -> Table:
     return table
 
 
+def writes_table(size: str, result: dict[str, Any]) -> Table:
+    """`lore remember` without and with the warm helper, each beside its own `python -c pass`; MCP remember."""
+    table = Table(title=f"Write latency at {int(size):,} decisions, whole process ({result['runs']} runs after a warm-up, "
+                        "alternating with python -c pass)")  # fmt: skip
+    for column in ("command", "p50 ms", "p95 ms", "python -c pass p50 ms", "x python floor", "CPU p50 ms", "peak RSS MiB",
+                   "exit codes"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "command" else "right")
+    for name, f in result["commands"].items():
+        codes = f.get("exit_codes")
+        shown = ", ".join(f"{code}: {count}" for code, count in codes.items()) if codes else f"errors: {f.get('errors', 0)}"
+        table.add_row(name, _f(f.get("p50"), 1), _f(f.get("p95"), 1), _f(f.get("python -c pass p50"), 1),
+                      _f(f.get("ratio_to_python_floor"), 2), _f(f.get("cpu_ms_p50"), 1), _f(f.get("peak_rss_mib"), 1),
+                      shown)  # fmt: skip
+    notes = list(result.get("notes") or [])
+    if result.get("load_average"):
+        notes.append("load average at the end " + " / ".join(f"{x:.2f}" for x in result["load_average"]))
+    mcp = result["commands"].get("MCP remember (lore mcp, one server)")
+    if mcp and mcp.get("first call ms") is not None:
+        notes.append(f"MCP: the server's first remember {mcp['first call ms']:.0f} ms (it loads what the check needs)")
+    if notes:
+        table.caption = "; ".join(notes)
+    return table
+
+
 def stages_table(sizes: dict[str, Any]) -> Table | None:
     with_stages = {n: s["stages"] for n, s in sizes.items() if s.get("stages")}
     if not with_stages:
@@ -439,6 +463,9 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
     for n, entry in sizes.items():
         if entry.get("latency"):
             console.print(latency_table(n, entry["latency"]))
+    for n, entry in sizes.items():
+        if entry.get("writes"):
+            console.print(writes_table(n, entry["writes"]))
     for n, entry in sizes.items():
         if entry.get("first_prompt"):
             console.print(first_prompt_table(n, entry["first_prompt"]))

@@ -187,8 +187,8 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
         typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled(state(ctx).settings.server) else 'off'})")
         return
     uptime = time.time() - float(status.get("started_at", time.time()))
-    typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
-               f"index {status.get('index_dir')}")  # fmt: skip
+    typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests "
+               f"({status.get('writes', 0)} writes), index {status.get('index_dir')}")  # fmt: skip
 
 
 @server_app.command("stop")

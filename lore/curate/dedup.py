@@ -19,7 +19,9 @@ Cost: on the write path (``check_before_write``) a store with more than
 ``EMBED_CANDIDATES`` records of the kind is first narrowed to the
 ``EMBED_CANDIDATES`` records with the highest idf-weighted word overlap with the
 new text (cached-stem tokens, no embedding); only those are compared in full and
-embedded. Below that size every record is compared, as before.
+embedded. Below that size every record is compared, as before. Decisions are
+checked against ``lore.curate.pool`` (their word sets kept current, not the whole
+store read on every write), patterns and lessons against the files that hold them.
 """
 
 from __future__ import annotations
@@ -44,9 +46,8 @@ from lore.curate.similarity import (
     stem,
     substituted_slot,
     text_hash,
-    tokens,
 )
-from lore.errors import DuplicateError, ModelError
+from lore.errors import DataError, DuplicateError, ModelError
 from lore.store.records import Record
 
 if TYPE_CHECKING:
@@ -148,15 +149,15 @@ class _Prepared:
     full_tokens: list[str]
     core: str = ""
     core_tokens: list[str] = field(default_factory=list)
-    row: int = -1  # row of the primary vector; the full vector is row + 1, the core's row + 2
+    rows: tuple[int, int, int] = (-1, -1, -1)  # the rows of the primary, full and core texts' vectors
 
     @classmethod
     def of(cls, kind: str, raw: dict[str, Any], record: Record | None = None) -> _Prepared:
         primary, secondary = compared_text(kind, raw)
         full = _join(primary, secondary)
         core = core_text(kind, raw) or primary
-        return cls(record, primary, full, bool(secondary), text_hash(full), tokens(primary), tokens(full),
-                   core, tokens(core))  # fmt: skip
+        return cls(record, primary, full, bool(secondary), text_hash(full), quick_tokens(primary), quick_tokens(full),
+                   core, quick_tokens(core))  # fmt: skip
 
 
 @dataclass
@@ -183,8 +184,8 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
                     jaccard(new.full_tokens, old.full_tokens))  # fmt: skip
     cosine = 0.0
     if vectors is not None:
-        cosine = _weighted(new, old, float(vectors[new.row] @ vectors[old.row]),
-                           float(vectors[new.row + 1] @ vectors[old.row + 1]))  # fmt: skip
+        cosine = _weighted(new, old, float(vectors[new.rows[0]] @ vectors[old.rows[0]]),
+                           float(vectors[new.rows[1]] @ vectors[old.rows[1]]))  # fmt: skip
     same_topic = bm25 >= TOPIC_BM25 or jac >= TOPIC_BM25 or (vectors is not None and cosine >= TOPIC_COSINE)
     if same_topic and opposite_advice(new.core, old.core):
         return _Verdict(
@@ -201,7 +202,7 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
             if jac >= LEXICAL_JACCARD:
                 candidates.append(Match(record, jac, "jaccard"))
     if (vectors is not None and cosine >= SEMANTIC_COSINE
-            and float(vectors[new.row + 2] @ vectors[old.row + 2]) >= CORE_COSINE):  # fmt: skip
+            and float(vectors[new.rows[2]] @ vectors[old.rows[2]]) >= CORE_COSINE):  # fmt: skip
         candidates.append(Match(record, cosine, "semantic"))
     if not candidates:
         return _Verdict()
@@ -220,12 +221,13 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
 def _embed_all(items: list[_Prepared], embed: Embed | None) -> np.ndarray | None:
     if embed is None or not items:
         return None
-    texts: list[str] = []
+    # Each distinct text once: a decision's core is its primary text, and a record without a
+    # rationale has one text for all three (the same text has the same vector).
+    rows: dict[str, int] = {}
     for item in items:
-        item.row = len(texts)
-        texts.extend([item.primary, item.full, item.core])
-    vectors = np.asarray(embed(texts), dtype=np.float32)
-    return vectors
+        primary, full, core = (rows.setdefault(text, len(rows)) for text in (item.primary, item.full, item.core))
+        item.rows = (primary, full, core)
+    return np.asarray(embed(list(rows)), dtype=np.float32)
 
 
 def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], embed: Embed | None,
@@ -249,6 +251,11 @@ def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], emb
         stats = Bm25Stats.build([*full_tokens, new.full_tokens])
         keep = shortlist(new.full_tokens, full_tokens, stats, limit)
         pool = [_Prepared.of(records[i].kind, records[i].raw, records[i]) for i in keep]
+    return judge(new, pool, stats, embed)
+
+
+def judge(new: _Prepared, pool: list[_Prepared], stats: Bm25Stats, embed: Embed | None) -> tuple[Match | None, list[Match]]:
+    """The best duplicate of ``new`` in ``pool`` (records compared in full, BM25 ``stats`` over all candidates), and contradictions."""
     vectors = _embed_all([new, *pool], embed) if pool else None
     best: Match | None = None
     contradictions: list[Match] = []
@@ -309,11 +316,16 @@ def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: 
 
 
 def bundled_embed(notices: list[str]) -> Embed | None:
-    """The bundled embedder's ``encode``, or None (with a notice) when the model cannot load."""
-    from lore.index.embedder import get_embedder
+    """The configured model's ``encode``, or None (with a notice) when the model cannot load.
+
+    The encoder the index embeds records with (``get_query_encoder``): for a local model it
+    reads the model's matrix and tokenizer without importing model2vec, which cost a
+    `lore remember` process 0.44 s; its vectors are model2vec's within 2e-3 (tests/test_index.py).
+    """
+    from lore.index.embedder import get_query_encoder
 
     try:
-        embedder = get_embedder()
+        embedder = get_query_encoder()
     except ModelError as exc:
         notices.append(f"semantic duplicate check skipped: {exc.message}")
         return None
@@ -333,14 +345,20 @@ def check_before_write(
     import); by default the store is loaded.
     """
     outcome = DedupOutcome()
-    if snapshot is None:
-        snapshot = store.load()
     group = KIND_GROUPS.get(kind, (kind,))
-    candidates = snapshot.of_kind(*group)
-    if not candidates:
-        return outcome
-    embed = bundled_embed(outcome.notices)
-    duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
+    if snapshot is None and group == ("decision",):
+        found = _check_pool(store, kind, raw, outcome.notices)
+        if found is None:
+            return outcome
+        duplicate, contradictions = found
+    else:
+        if snapshot is None:
+            snapshot = store.load(kinds=group)  # the files that hold them, not the whole store
+        candidates = snapshot.of_kind(*group)
+        if not candidates:
+            return outcome
+        embed = bundled_embed(outcome.notices)
+        duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
     outcome.contradictions = contradictions
     for match in contradictions:
         other = match.record.id
@@ -369,6 +387,30 @@ def check_before_write(
         similarity=duplicate.similarity,
         hint="--force writes anyway; --merge keeps the existing record",
     )
+
+
+def _check_pool(store: Store, kind: str, raw: dict[str, Any],
+                notices: list[str]) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
+    """``find_duplicate`` against the decisions of this process's pool (lore.curate.pool); None when there are none.
+
+    The pool's lock is released before the caller merges or writes (``Store.add`` takes the
+    data-dir lock, then the pool's).
+    """
+    from lore.curate.pool import pool_for
+
+    pool = pool_for(store.data_dir)
+    with pool.lock:
+        pool.refresh(store)
+        if not pool.present:
+            return None
+        embed = bundled_embed(notices)
+        for _ in range(3):
+            found = pool.find_duplicate(kind, raw, embed, limit=EMBED_CANDIDATES)
+            if found is not None:
+                return found
+            pool.built = False  # a line moved under it (a rewrite after the refresh): read it all again
+            pool.refresh(store)
+    raise DataError(f"{pool.file} kept changing while it was read", hint="run the command again")
 
 
 def _merge(store: Store, duplicate: Match, kind: str, raw: dict[str, Any]) -> Record:
@@ -480,7 +522,7 @@ def _candidate_pairs(items: list[_Prepared], vectors: np.ndarray | None) -> list
     for docs in hashes.values():
         pairs.update((docs[x], docs[y]) for x in range(len(docs)) for y in range(x + 1, len(docs)))
     if vectors is not None:
-        primary = vectors[[item.row for item in items]]
+        primary = vectors[[item.rows[0] for item in items]]
         sims = primary @ primary.T
         rows, cols = np.nonzero(np.triu(sims, k=1) >= SEMANTIC_COSINE - 0.05)
         pairs.update((int(r), int(c)) for r, c in zip(rows, cols, strict=True))

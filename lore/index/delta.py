@@ -40,6 +40,7 @@ from lore.index.layout import GenerationMeta, file_sizes
 from lore.index.table import COLUMNS, Table, doc_of, embedding_text, lexical_fields, read_dead, record_hash
 from lore.store.fileio import atomic_write
 from lore.store.layout import DECISIONS, FAILURES, OBSERVATIONS, SIGNALS
+from lore.store.readers import appended_records
 
 if TYPE_CHECKING:
     from lore.index.build import BuildReport
@@ -65,36 +66,6 @@ def delta_names(revision: int) -> dict[str, str]:
         "delta_bm25_forward": f"delta-bm25-forward-{revision}.npz",
         "delta_dead": f"delta-dead-{revision}.json",
     }
-
-
-def _appended_records(path: Path, relative: str, data: bytes, start: int) -> list[Record] | None:
-    """The records of the lines after byte ``start``; None if any line is not a clean record.
-
-    Admits a record exactly as ``Store.load`` does (an id, and the fields that carry its
-    text); a line it would warn about sends the refresh down the full path instead.
-    """
-    from lore.store.records import Record
-    from lore.store.validate import check_record
-
-    kind = JSONL_KINDS[relative]
-    records: list[Record] = []
-    # No line numbers: counting the prefix's newlines cost 8 ms at 10k records (40 ms at 50k),
-    # and nothing the index writes uses them (``Record.line`` stays None, "unknown").
-    for line in bytes(memoryview(data)[start:]).split(b"\n"):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        try:
-            raw = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(raw, dict):
-            return None
-        record_id = raw.get("id")
-        if not isinstance(record_id, str) or not record_id.strip() or check_record(kind, raw):
-            return None
-        records.append(Record(kind=kind, id=record_id, raw=raw, source=path))
-    return records
 
 
 def _implicit(adjacency: graph_index.Adjacency, record_id: str) -> bool:
@@ -164,10 +135,10 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta,
         if hashed.hexdigest()[:24] != meta.digests.get(relative):
             return None  # something before the old end changed
         hashed.update(view[old_size:])
-        records = _appended_records(path, relative, content, old_size)
-        if records is None:
+        found = appended_records(path, JSONL_KINDS[relative], content, old_size)
+        if found is None:
             return None
-        appended.extend(records)
+        appended.extend(record for _, _, record in found)
         # What was read, stamped with the mtime from before the read: a write after it moves
         # the mtime, so the next freshness check sees it.
         manifest[relative] = [len(content), stat.st_mtime_ns]

@@ -196,6 +196,32 @@ class IndexManager:
         report.seconds = time.perf_counter() - started
         return report
 
+    def append_delta(self, reader: IndexReader, *, lock_timeout: float = 0.2) -> GenerationMeta | None:
+        """The delta segment for the lines appended since ``reader``'s revision, committed: its meta.
+
+        For a process that holds the live revision loaded (the warm helper, after a write it
+        ran): ``delta.append`` reuses the reader's parts, so nothing is read twice and no
+        process is started. None, with nothing written, when that is not the change (a
+        rewrite, a new file, a delta past its bound: a refresh decides), when another
+        process refreshed the index first, or when the build lock is busy.
+        """
+        try:
+            with self._build_lock(lock_timeout):
+                found = self.read_meta()
+                if found is None or found[0] != reader.directory or found[1].revision != reader.meta.revision:
+                    return None
+                directory, meta = found
+                reason = self.staleness(meta)
+                if reason is None or needs_full_build(reason):
+                    return None
+                appended = delta.append(self.data_dir, directory, meta, reader)
+                if appended is None:
+                    return None
+                delta.commit(directory, appended[0], meta)
+                return appended[0]
+        except LockTimeoutError:
+            return None
+
     # -- opening for search --------------------------------------------------------
     def open(self, *, policy: str = "refresh", progress: Progress = no_progress) -> tuple[IndexReader, list[str]]:
         """An up-to-date reader (building or refreshing first if needed), plus warnings.
