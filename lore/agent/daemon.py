@@ -157,9 +157,9 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
 
     rss_limit = settings.server_max_rss_bytes
     pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
-    from lore.curate import pool as write_pool
+    from lore import capture
 
-    write_pool.SAVE_AFTER_WRITE = False  # saved between requests instead (after_writes)
+    capture.SAVE_POOL_AFTER_WRITE = False  # saved between requests instead (after_writes)
     written: float | None = None  # when the helper last ran a write whose after-work is pending
 
     def after_writes() -> None:
@@ -225,6 +225,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             except TimeoutError:
                 if written is not None and time.monotonic() >= written + AFTER_WRITES_IDLE_S:
                     after_writes()
+                    write_status()
                 elif not pool_warm:
                     pool_warm = True
                     _warm_pool(locations)

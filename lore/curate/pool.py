@@ -23,7 +23,7 @@ appended (``appended``): nothing is hashed again then.
 
 A long-lived process (the warm helper, the MCP server, a ``Lore``) keeps its pool in
 memory (``pool_for``); a CLI process loads it from a cache file (``cache_path``) and saves
-it after its write (``save_after_write``), so the next process finds it current.
+it after its write (``lore.capture.SAVE_POOL_AFTER_WRITE``), so the next process finds it current.
 """
 
 from __future__ import annotations
@@ -582,9 +582,6 @@ class DecisionPool:
 
 _POOLS: dict[Path, DecisionPool] = {}
 _POOLS_GUARD = threading.Lock()
-# Whether a write saves the pool for the next process (a CLI process); a long-lived one
-# (the warm helper) turns it off and saves between requests instead.
-SAVE_AFTER_WRITE = True
 
 
 def pool_for(data_dir: Path) -> DecisionPool:
@@ -599,12 +596,6 @@ def pool_for(data_dir: Path) -> DecisionPool:
             pool.load(cache_path(key))
             watch(key / DECISIONS, pool)
     return pool
-
-
-def save_after_write(data_dir: Path) -> None:
-    """Save this process's pool for ``data_dir`` when a write changed it (see ``SAVE_AFTER_WRITE``)."""
-    if SAVE_AFTER_WRITE:
-        save(data_dir)
 
 
 def save(data_dir: Path | None = None) -> None:
