@@ -78,6 +78,13 @@ def _confidence(value: float | None, default: float = 0.8) -> float:
 
 
 
+# Whether a decision's write saves the duplicate check's pool (lore.curate.pool) for the next
+# process: a CLI process's does. A long-lived one (the warm helper, the MCP server) keeps its
+# pool in memory, turns this off and saves between requests or when it ends (~5 ms at 10,000
+# decisions, a write's own time otherwise).
+SAVE_POOL_AFTER_WRITE = True
+
+
 @dataclass
 class WriteOptions:
     redact: bool = True
@@ -102,11 +109,11 @@ def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubbe
             notices.extend(outcome.notices)
         record = store.add(kind, raw, op=op)
     finally:
-        if options.check_duplicates and kind == "decision":
+        if options.check_duplicates and kind == "decision" and SAVE_POOL_AFTER_WRITE:
             # The decisions the check read, with this write: the next process starts from them.
-            from lore.curate.pool import save_after_write
+            from lore.curate.pool import save
 
-            save_after_write(store.data_dir)
+            save(store.data_dir)
     if not options.redact:
         notices.append("stored without redaction (--no-redact): secrets in this text are kept as typed")
     return WriteResult(record=record, redactions=scrubber.kinds, notices=notices)

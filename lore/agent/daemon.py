@@ -161,9 +161,9 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
 
     rss_limit = settings.server_max_rss_bytes
     pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
-    from lore.curate import pool as write_pool
+    from lore import capture
 
-    write_pool.SAVE_AFTER_WRITE = False  # saved between requests instead (after_writes)
+    capture.SAVE_POOL_AFTER_WRITE = False  # saved between requests instead (after_writes)
     written: float | None = None  # when the helper last ran a write whose after-work is pending
 
     def after_writes() -> None:
@@ -229,6 +229,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             except TimeoutError:
                 if written is not None and time.monotonic() >= written + AFTER_WRITES_IDLE_S:
                     after_writes()
+                    write_status()
                 elif not pool_warm:
                     pool_warm = True
                     _warm_pool(locations)
@@ -620,11 +621,14 @@ def _refresh_in_process(manager: Any, session: Any) -> bool:
 
 
 def _warm_pool(locations: Any) -> None:
-    """Load the write check's pool (from the cache file CLI writes keep, else from the store), so a first write is warm."""
+    """What a first write needs, so it is warm too: the CLI's commands (~0.1 s to import and build) and the
+    write check's pool (from the cache file CLI writes keep, else from the store)."""
     try:
+        from lore.cli.app import prepare
         from lore.curate.pool import pool_for
         from lore.store import Store
 
+        prepare()
         pool = pool_for(locations.data_dir)
         with pool.lock:
             pool.refresh(Store(locations.data_dir))

@@ -562,21 +562,21 @@ class Prepared(NamedTuple):
 def prepare(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
             settings: Settings | None = None) -> Prepared:  # fmt: skip
     """The server `lore mcp` runs (built on the loader thread while the handshake is answered)."""
-    from lore.curate import pool as write_pool
+    from lore import capture
 
     # A long-lived process keeps the write check's pool in memory: saved for CLI processes when
     # the server ends (``save_pools``), not after each write (~5 ms a write at 10,000 decisions).
-    write_pool.SAVE_AFTER_WRITE = False
+    capture.SAVE_POOL_AFTER_WRITE = False
     lore = LoreMCP(locations, project=project, cwd=cwd, settings=settings)
     return Prepared(build_server(lore), lore)
 
 
 def save_pools() -> None:
-    """Save the write check's pools this server changed (when it ends)."""
-    with contextlib.suppress(Exception):
-        from lore.curate.pool import save
-
-        save()
+    """Save the write check's pools this server changed (when it ends; none unless it checked a write)."""
+    pool = sys.modules.get("lore.curate.pool")
+    if pool is not None:
+        with contextlib.suppress(Exception):
+            pool.save()
 
 
 def handshake_versions() -> tuple[str, ...]:

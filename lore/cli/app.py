@@ -78,6 +78,14 @@ def run(args: list[str]) -> int:
     return 0
 
 
+def prepare() -> Any:
+    """The click command of every command, built once (``run_parsed``'s; the warm helper builds it when idle)."""
+    global _command
+    if _command is None:
+        _command = typer.main.get_command(app)
+    return _command
+
+
 def run_parsed(args: list[str]) -> int | None:
     """``run`` in a process that runs many commands (the warm helper): the exit code, or None when click
     cannot parse ``args``.
@@ -89,11 +97,9 @@ def run_parsed(args: list[str]) -> int | None:
     """
     from typer._click.exceptions import ClickException  # typer's own copy of click raises it
 
-    global _command
-    if _command is None:
-        _command = typer.main.get_command(app)
+    command = prepare()
     try:
-        code = _command.main(args=args, prog_name="lore", standalone_mode=False)
+        code = command.main(args=args, prog_name="lore", standalone_mode=False)
     except (ClickException, typer.Abort):
         return None
     except Exception as error:

@@ -23,7 +23,7 @@ appended (``appended``): nothing is hashed again then.
 
 A long-lived process (the warm helper, the MCP server, a ``Lore``) keeps its pool in
 memory (``pool_for``); a CLI process loads it from a cache file (``cache_path``) and saves
-it after its write (``save_after_write``), so the next process finds it current.
+it after its write (``lore.capture.SAVE_POOL_AFTER_WRITE``), so the next process finds it current.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ LATER_KINDS = ("failure", "observation", "pattern", "lesson", "anti_pattern", "h
 _LATER_JSONL = {str(FAILURES): "failure", str(OBSERVATIONS): "observation", str(SIGNALS): "observation"}
 _OTHER_KINDS = ("pattern", "lesson", "anti_pattern", "handoff")
 _DECISIONS = str(DECISIONS)
-# Records prepared for comparison, and texts embedded, that a pool keeps (~1 KB a vector).
+# Texts embedded (~1 KB a vector), and records prepared for comparison (their texts and
+# tokens: a few KB each), that a pool keeps in a long-lived process.
 KEPT = 4096
+KEPT_PREPARED = 1024
 # The cache file's arrays, after its JSON header, in this order.
 _ARRAYS = (("starts", "<i8"), ("ends", "<i8"), ("lengths", "<i8"), ("active", "u1"), ("offsets", "<i8"),
            ("flat", "<i4"))  # fmt: skip
@@ -138,7 +140,7 @@ class DecisionPool:
         self.file_ids: set[str] = set()  # what Store.add's uniqueness check finds in decisions.jsonl
         self._owner: np.ndarray | None = None
         self._live: np.ndarray | None = None  # ``live`` as an array, while it holds
-        self._prepared_of: dict[int, Any] = {}  # entry -> dedup._Prepared (at most KEPT)
+        self._prepared_of: dict[int, Any] = {}  # entry -> dedup._Prepared (at most KEPT_PREPARED)
         self._embed: Embed | None = None
         self._vectors: dict[str, np.ndarray] = {}  # text -> its vector by ``_embed`` (at most KEPT)
 
@@ -177,7 +179,7 @@ class DecisionPool:
         found = self._prepared_of.get(entry)
         if found is None or found.record is None or found.record.raw != record.raw:
             found = self._prepared_of[entry] = dedup._Prepared.of(record.kind, record.raw, record)
-            if len(self._prepared_of) > KEPT:
+            if len(self._prepared_of) > KEPT_PREPARED:
                 del self._prepared_of[next(iter(self._prepared_of))]
         return found
 
@@ -582,9 +584,6 @@ class DecisionPool:
 
 _POOLS: dict[Path, DecisionPool] = {}
 _POOLS_GUARD = threading.Lock()
-# Whether a write saves the pool for the next process (a CLI process); a long-lived one
-# (the warm helper) turns it off and saves between requests instead.
-SAVE_AFTER_WRITE = True
 
 
 def pool_for(data_dir: Path) -> DecisionPool:
@@ -599,12 +598,6 @@ def pool_for(data_dir: Path) -> DecisionPool:
             pool.load(cache_path(key))
             watch(key / DECISIONS, pool)
     return pool
-
-
-def save_after_write(data_dir: Path) -> None:
-    """Save this process's pool for ``data_dir`` when a write changed it (see ``SAVE_AFTER_WRITE``)."""
-    if SAVE_AFTER_WRITE:
-        save(data_dir)
 
 
 def save(data_dir: Path | None = None) -> None:
