@@ -27,6 +27,9 @@ from lore.interpreter import lore_argv
 Progress = Callable[[str], None]
 
 
+# The ratio base of every whole-process figure: the interpreter starting and stopping.
+PYTHON_PASS = [sys.executable, "-c", "pass"]
+
 def _quiet(message: str) -> None:
     return None
 
@@ -143,7 +146,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     def commands(i: int) -> dict[str, tuple[list[str], bytes | None, dict[str, str]]]:
         query = queries[i % len(queries)]
         return {
-            "python -c pass": ([sys.executable, "-c", "pass"], None, env),
+            "python -c pass": ([*PYTHON_PASS], None, env),
             "grep -ril": (["grep", "-ril", first_content_word(query), str(data_dir)], None, env),
             "lore search --json": ([*lore, "search", query, "--json"], None, env),
             "lore hook prompt (cold)": ([*lore, "hook", "prompt"], hook_event(query, cwd), env),
@@ -264,7 +267,7 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
 
     def phase(row: str) -> None:
         for i in range(runs + 1):  # round 0 is the warm-up
-            floor = run_once([sys.executable, "-c", "pass"], env, cwd)
+            floor = run_once([*PYTHON_PASS], env, cwd)
             decision, rationale = next(texts)
             sample = run_once([*lore, "remember", f"--rationale={rationale}", "--", decision], env, cwd)
             if i > 0:
