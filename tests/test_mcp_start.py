@@ -2,6 +2,9 @@
 
 The wire tests run the real server (the real SDK) on pipes in this process; the loader
 waits on an event, so "before the SDK has loaded" is a fact of the test, not a race.
+Nor is "the SDK has replied": the SDK (2.x) cancels the requests still in flight when
+its input ends, so a test closes stdin only once the SDK's replies it depends on have
+gone through lore's handshake (``Wire.wait_sdk_reply``).
 """
 
 from __future__ import annotations
@@ -123,14 +126,36 @@ class Wire:
         self.to_server = os.fdopen(self.server_in, "wb", buffering=0)
         self.from_server = os.fdopen(self.server_out, "rb")
         self.loaded = threading.Event()
+        self.sdk_replies: list[Any] = []  # ids of the SDK's replies, once lore's handshake has seen them
+        self.sdk_replied = threading.Condition()
         locations = Locations.resolve(data_dir)
+        wire = self
+
+        class Watched:
+            """The real SDK module; run_lines also notes the id of each SDK reply (dropped ones too)."""
+
+            def __init__(self, sdk: Any) -> None:
+                self.sdk = sdk
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.sdk, name)
+
+            def run_lines(self, server: Any, read_line: Any, write_line: Any) -> None:
+                def write_and_note(text: str) -> None:
+                    write_line(text)  # lore's handshake: drops, compares, remembers, forwards
+                    message = orjson.loads(text)
+                    with wire.sdk_replied:
+                        wire.sdk_replies.append(message.get("id"))
+                        wire.sdk_replied.notify_all()
+
+                self.sdk.run_lines(server, read_line, write_and_note)
 
         def load() -> tuple[Any, Any]:
             self.release.wait(60)
             sdk = load_sdk()
             prepared = sdk.prepare(locations)
             self.loaded.set()
-            return sdk, prepared
+            return Watched(sdk), prepared
 
         self.errors: list[BaseException] = []
 
@@ -153,6 +178,12 @@ class Wire:
         got = self.from_server.readline()
         assert got, "the server closed stdout"
         return dict(orjson.loads(got))
+
+    def wait_sdk_reply(self, ident: int) -> None:
+        """Until the SDK has replied to request ``ident`` and lore's handshake has dealt with the reply."""
+        self.release.set()
+        with self.sdk_replied:
+            assert self.sdk_replied.wait_for(lambda: ident in self.sdk_replies, 60), self.sdk_replies
 
     def finish(self) -> bytes:
         """Close the server's stdin; what it wrote after, once it has exited."""
@@ -227,6 +258,8 @@ def test_a_stale_answer_is_replaced_by_the_sdks(remembered: Handshakes, data_dir
     wire.send(initialize(), INITIALIZED, tools_list())
     assert wire.reply()["id"] == 1
     assert wire.reply() == {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}
+    # The end of input cancels what the SDK has not answered yet: close stdin only after its reply to 2.
+    wire.wait_sdk_reply(2)
     assert wire.finish() == b""
     assert "the remembered answer to tools/list (protocol 2025-06-18)" in capsys.readouterr().err
     assert Handshakes.load().get("tools/list", VERSION) == right
