@@ -175,3 +175,27 @@ def test_the_rust_tokenizer_takes_over_once_a_process_has_tokenized_its_worth_of
     big = QueryEncoder(BUNDLED_MODEL_DIR)
     big.encode([text] * (big.PURE_CHARACTERS // len(text) + 1))  # one call past the budget goes to tokenizers
     assert big._tokenizer is not None and big._pure_characters == 0
+
+
+def test_a_large_batch_gathers_from_a_float32_table_and_gets_the_same_vectors() -> None:
+    """A build's batch converts the float16 table once; a query's few tokens read the memory map: same floats."""
+    texts = [t for t in repository_texts() if "<s>" not in t][:300] + AWKWARD
+    large = QueryEncoder(BUNDLED_MODEL_DIR)
+    together = large.encode(texts)
+    assert large._embedding32 is not None and large._embedding32.dtype == np.float32
+
+    class Tripwire:
+        """Stands in for the float16 memory map: a large batch must not gather from it."""
+
+        def __len__(self) -> int:
+            return len(large._embedding32)  # type: ignore[arg-type]
+
+        def __getitem__(self, index: object) -> None:
+            raise AssertionError("gathered from the float16 memory map")
+
+    large.embedding = Tripwire()  # type: ignore[assignment]
+    assert np.array_equal(large.encode(texts), together)  # (it did, before: the copy was made and not used)
+    small = QueryEncoder(BUNDLED_MODEL_DIR)
+    alone = np.concatenate([small.encode([text]) for text in texts])
+    assert small._embedding32 is None  # no text had enough tokens for it
+    assert np.array_equal(together, alone)
