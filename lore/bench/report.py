@@ -238,7 +238,7 @@ def indexing_table(sizes: dict[str, Any]) -> Table | None:
         return None
     table = Table(title="Indexing (model loaded beforehand; bare = single-process Whoosh, same schema and text; process = `lore index` as a process, medians of pairs)")
     for column in ("decisions", "full build s", "bare Whoosh s", "full/bare", "incremental s", "beyond no-op s", "rebuild/incremental",
-                   "index MiB", "bare MiB", "lexical / embed / table s", "process: no-op s", "process: beyond no-op s"):  # fmt: skip
+                   "index MiB", "bare MiB", "bm25 / embed / table s", "process: no-op s", "process: beyond no-op s"):  # fmt: skip
         table.add_column(column, justify="right")
     for n, ix in rows.items():
         full, bare, inc = ix.get("full", {}), ix.get("bare_whoosh", {}), ix.get("incremental", {})
@@ -247,7 +247,7 @@ def indexing_table(sizes: dict[str, Any]) -> Table | None:
                       _f(inc.get("seconds_p50"), 2), _f(inc.get("beyond_noop_seconds_p50"), 3),
                       _f(ix.get("ratio_rebuild_to_incremental"), 1),
                       _mib(full.get("index_bytes")), _mib(bare.get("index_bytes")),
-                      " / ".join(_f(phases.get(k), 1) for k in ("lexical", "embeddings", "table_graph")),
+                      " / ".join(_f(phases.get(k), 1) for k in ("bm25", "embeddings", "table_graph")),
                       _f(ix.get("process", {}).get("noop_seconds_p50"), 3),
                       _f(ix.get("process", {}).get("beyond_noop_seconds_p50"), 3))  # fmt: skip
     return table

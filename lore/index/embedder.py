@@ -499,7 +499,7 @@ class QueryEncoder:
                 continue
             counts = np.bincount(rows, minlength=len(batch))
             index = self.mapping[flat] if self.mapping is not None else flat
-            vectors = np.asarray(self.embedding[index], dtype=np.float32)
+            vectors = np.asarray(embedding[index], dtype=np.float32)  # the float32 copy, for a build
             if self.weights is not None:
                 vectors = vectors * np.asarray(self.weights[flat], dtype=np.float32)[:, None]
             # A sum per row over its contiguous slice (then divided, as ``mean`` does): 10x
