@@ -146,7 +146,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
 
             t = time.perf_counter()
             try:
-                results["stream"] = stream.run(shared, work, progress)
+                results["stream"] = stream.run(shared, work, progress, quick=settings.quick)
             except Exception as error:
                 failed("stream", error)
             results["harness_seconds"]["stream"] = round(time.perf_counter() - t, 1)
