@@ -599,16 +599,18 @@ def _refresh_in_process(manager: Any, session: Any) -> bool:
 
 def _warm_pool(locations: Any) -> None:
     """What a first write needs, so it is warm too: the CLI's commands (~0.1 s to import and build) and the
-    write check's pool (from the cache file CLI writes keep, else from the store)."""
+    write check's pool when a cache file of it exists (~20 ms at 10,000 decisions). Without one the first
+    write builds it: a whole read of the store (1-2 s at 10,000), which would hold up the prompts here."""
     try:
         from lore.cli.app import prepare
-        from lore.curate.pool import pool_for
+        from lore.curate.pool import cache_path, pool_for
         from lore.store import Store
 
         prepare()
-        pool = pool_for(locations.data_dir)
-        with pool.lock:
-            pool.refresh(Store(locations.data_dir))
+        if cache_path(locations.data_dir).exists():
+            pool = pool_for(locations.data_dir)
+            with pool.lock:
+                pool.refresh(Store(locations.data_dir))
     except Exception as exc:
         log_failure("server", f"write pool: {exc!r}")
     _save_pool()
