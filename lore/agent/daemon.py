@@ -10,7 +10,10 @@ period (default 10 minutes), when its index is rebuilt or removed, when its
 data dir disappears, and when its resident memory passes ``LORE_SERVER_MAX_RSS_MB``
 (the next prompt starts a fresh one). ``lore server status|stop`` show and stop
 it; the hook falls back to in-process work whenever it does not answer.
-Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
+It also runs the write commands of `lore` processes (``_run_for_client``,
+lore.agent.remote), then adds them to its index from the index it holds.
+Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket
+(a write: a line in, ``ready`` out, ``go`` in, the answer out).
 """
 
 from __future__ import annotations
