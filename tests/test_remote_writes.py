@@ -77,6 +77,11 @@ def writes_run(locations: Locations) -> int:
     return requests_answered(locations, "writes")
 
 
+def helper_log(locations: Locations) -> str:
+    path = client.server_paths(locations.index_dir)["log"]
+    return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     """The helper counts a request in its status file just after answering it: poll."""
     end = time.monotonic() + timeout
@@ -147,7 +152,8 @@ def test_writes_through_the_helper_print_what_the_cli_prints(helper: Locations, 
         wait_until(lambda: requests_answered(helper) >= before + 1, "the helper counted the request")  # noqa: B023
         # The helper ran every write whose arguments parse; click's usage errors were left to the CLI.
         parsed = not any(a in args for a in ("--importance", "--no-such-option"))
-        assert (writes_run(helper) == ran + 1) == parsed, (args, done.stderr)
+        assert (writes_run(helper) == ran + 1) == parsed, (args, done.stderr, client.read_status(helper.index_dir),
+                                                            helper_log(helper))  # fmt: skip
     monkeypatch.setenv("LORE_DATA_DIR", str(twin))
     local = []
     for args in WRITES:

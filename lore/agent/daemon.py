@@ -10,7 +10,10 @@ period (default 10 minutes), when its index is rebuilt or removed, when its
 data dir disappears, and when its resident memory passes ``LORE_SERVER_MAX_RSS_MB``
 (the next prompt starts a fresh one). ``lore server status|stop`` show and stop
 it; the hook falls back to in-process work whenever it does not answer.
-Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
+It also runs the write commands of `lore` processes (``_run_for_client``,
+lore.agent.remote), then adds them to its index from the index it holds.
+Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket
+(a write: a line in, ``ready`` out, ``go`` in, the answer out).
 """
 
 from __future__ import annotations
@@ -622,16 +625,18 @@ def _refresh_in_process(manager: Any, session: Any) -> bool:
 
 def _warm_pool(locations: Any) -> None:
     """What a first write needs, so it is warm too: the CLI's commands (~0.1 s to import and build) and the
-    write check's pool (from the cache file CLI writes keep, else from the store)."""
+    write check's pool when a cache file of it exists (~20 ms at 10,000 decisions). Without one the first
+    write builds it: a whole read of the store (1-2 s at 10,000), which would hold up the prompts here."""
     try:
         from lore.cli.app import prepare
-        from lore.curate.pool import pool_for
+        from lore.curate.pool import cache_path, pool_for
         from lore.store import Store
 
         prepare()
-        pool = pool_for(locations.data_dir)
-        with pool.lock:
-            pool.refresh(Store(locations.data_dir))
+        if cache_path(locations.data_dir).exists():
+            pool = pool_for(locations.data_dir)
+            with pool.lock:
+                pool.refresh(Store(locations.data_dir))
     except Exception as exc:
         log_failure("server", f"write pool: {exc!r}")
     _save_pool()

@@ -11,8 +11,14 @@ buffer with the asking terminal's width and environment). Anything else, no help
 or a helper whose index is behind the data files (the CLI then refreshes it first):
 the full CLI answers, as before.
 
-The client side (``run_remote``) imports only the standard library and ``lore.paths``;
-the helper side (``answer``) imports what the CLI would.
+The write commands (``WRITE_COMMANDS``) go to the helper whole: ``run_remote_command``
+sends the arguments, environment and working directory, and the helper runs the CLI
+command itself (``run_command``), in two steps so that a write never runs twice
+(``lore.agent.client.run_on_server``).
+
+The client side (``run_remote``, ``run_remote_command``) imports only the standard
+library and ``lore.paths``; the helper side (``answer``, ``run_command``) imports what
+the CLI would.
 """
 
 from __future__ import annotations
@@ -204,7 +210,7 @@ def run_command(request: dict[str, Any], data_dir: str) -> dict[str, Any]:
     argv, environ, cwd = request.get("argv"), request.get("environ"), request.get("cwd")
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(environ, dict)
             and isinstance(cwd, str) and locate(argv) is not None):  # fmt: skip
-        return {"ok": False, "error": "bad request"}
+        return {"ok": True, "declined": True}  # not a request this side runs: nothing ran
     output: list[list[Any]] = []
     out = _Captured(1, output, bool(request.get("tty")))
     err = _Captured(2, output, bool(request.get("err_tty")))

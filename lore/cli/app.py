@@ -38,7 +38,7 @@ from lore.errors import LoreError
 INTERNAL_ERROR_EXIT = 70  # EX_SOFTWARE (sysexits.h)
 # The click command typer builds from ``app``: ~20-40 ms to build (every command's signature
 # is read), once per process; the warm helper runs many commands (``run_parsed``).
-_command: Any = None
+_every_command: Any = None
 
 
 def app_for(args: list[str]) -> typer.Typer:
@@ -49,9 +49,9 @@ def app_for(args: list[str]) -> typer.Typer:
     it takes them all: no command or an unknown one (click lists or suggests them), help,
     shell completion.
     """
-    from lore.__main__ import _command
+    from lore.__main__ import _command as command_of
 
-    name = _command(args)
+    name = command_of(args)
     if name is None or "--help" in args or "-h" in args or "_LORE_COMPLETE" in os.environ:
         return app
     commands = [info for info in app.registered_commands
@@ -80,10 +80,10 @@ def run(args: list[str]) -> int:
 
 def prepare() -> Any:
     """The click command of every command, built once (``run_parsed``'s; the warm helper builds it when idle)."""
-    global _command
-    if _command is None:
-        _command = typer.main.get_command(app)
-    return _command
+    global _every_command
+    if _every_command is None:
+        _every_command = typer.main.get_command(app)
+    return _every_command
 
 
 def run_parsed(args: list[str]) -> int | None:
