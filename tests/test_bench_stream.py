@@ -58,3 +58,13 @@ def test_a_quick_run_replays_the_demo_sessions_through_the_hooks_own_steps(tmp_p
         repeats = [i for i in item.injected if i in earlier]
         assert repeats in ([], list(item.injected[:1]))
         earlier.update(item.injected)
+
+
+def test_the_hit_margin_pairs_each_prompt_of_one_policy_with_the_others() -> None:
+    from lore.bench.matrix import paired_margin
+
+    lore = [outcome("s", ("a",), ("a",), 1), outcome("s", ("b",), (), 0), outcome("s", (), (), 0)]
+    always = [outcome("s", ("a",), ("a",), 1), outcome("s", ("b",), ("b",), 1), outcome("s", (), ("x",), 1)]
+    assert stream.hits_of(lore) == [1.0, 0.0] and stream.hits_of(always) == [1.0, 1.0]
+    margin = paired_margin(stream.hits_of(lore), stream.hits_of(always))
+    assert margin["diff"] == -0.5 and margin["lo"] <= -0.5 <= margin["hi"] <= 0.0

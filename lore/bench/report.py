@@ -431,6 +431,14 @@ def stream_tables(result: dict[str, Any]) -> list[Table]:
                          "the block before the decision (gap verdict, whole summaries). hit: answerable prompts whose "
                          "block holds a relevant record or whose session was handed one earlier; strict: in this block")
         tables.append(table)
+    margins = result.get("margins") or {}
+    if margins:
+        table = Table(title="Prompt stream: the injection decision's hit rate minus injecting always (95% paired bootstrap)")
+        for column in ("split", "warm", "cold"):
+            table.add_column(column, justify="left" if column == "split" else "right")
+        for split, paths in margins.items():
+            table.add_row(split, *(f"{paths[p]['diff']:+.3f} [{paths[p]['lo']:+.3f}, {paths[p]['hi']:+.3f}]" for p in ("warm", "cold")))
+        tables.append(table)
     curve = Table(title="Prompt stream, test split: unanswerable prompts left empty against hit rate, as the gate moves")
     for column in ("gate", "warm hit", "warm left empty", "cold hit", "cold left empty"):
         curve.add_column(column, justify="right")

@@ -215,6 +215,26 @@ def curve(stores: StreamStores, path: str, split: str, settings: Any = None,
     return points
 
 
+def hits_of(outcomes: Sequence[Outcome]) -> list[float]:
+    """1.0 for each answerable prompt whose relevant record reached the agent (``measures``' hit), else 0.0."""
+    return [1.0 if set(o.injected) & set(o.turn.relevant) or o.in_context else 0.0 for o in outcomes if o.turn.relevant]
+
+
+def margins(stores: StreamStores) -> dict[str, Any]:
+    """The injection decision's hit rate minus injecting always, per split and path, with a 95% paired bootstrap interval.
+
+    About 59 answerable prompts per split: one prompt is 1.7 points, so a margin is read with its interval.
+    """
+    from lore.bench.matrix import paired_margin
+
+    out: dict[str, Any] = {}
+    for split in ("dev", "test"):
+        observed = _split(stores, split)
+        out[split] = {path: paired_margin(hits_of(replay(observed, path, "lore")), hits_of(replay(observed, path, "always")))
+                      for path in PATHS}  # fmt: skip
+    return out
+
+
 def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = False) -> dict[str, Any]:
     """Every policy on both paths and both splits, per store and together, and the test split's curve.
 
@@ -232,6 +252,7 @@ def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = 
                 for store in stores.observed:
                     table[key][store] = measures(replay(_split(stores, split, store), path, policy))
         out["splits"][split] = table
+    out["margins"] = margins(stores)
     out["curve"] = {path: curve(stores, path, "test") for path in PATHS}
     out["curve_dev"] = {path: curve(stores, path, "dev") for path in PATHS}
     return out
