@@ -14,17 +14,17 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lore.agent import client
 from lore.agent.remote import WRITE_COMMANDS, locate
-from lore.index.manager import IndexManager
 from lore.paths import Locations
 from lore.store import Store
 from lore.store.audit import verify
+from tests.conftest import wait_for_helper
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DECISIONS = Path("journal/data/decisions.jsonl")
@@ -91,28 +91,10 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) 
         time.sleep(0.02)
 
 
-def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, index_dir) != "pong":
-        if time.monotonic() > end:
-            pytest.fail("the helper did not answer a ping")
-        time.sleep(0.05)
-
-
 @pytest.fixture
-def helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Locations]:
-    shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = Locations.resolve(data_dir)
-    IndexManager(locations).build()
-    monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
-    monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
-    started = lore("server", "start", "--idle", "120")
-    assert started.returncode == 0, started.stderr
-    try:
-        wait_for_helper(locations.index_dir)
-        yield locations
-    finally:
-        lore("server", "stop")
+def helper(demo_helper: Locations) -> Locations:
+    """The demo data served by a real warm helper (tests/conftest.py)."""
+    return demo_helper
 
 
 WRITES = [
