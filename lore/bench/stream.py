@@ -193,7 +193,7 @@ def measures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _split(stores: StreamStores, split: str, store: str | None = None) -> list[Observed]:
+def split_of(stores: StreamStores, split: str, store: str | None = None) -> list[Observed]:
     return [o for name, seen in stores.observed.items() if store in (None, name) for o in seen if o.turn.split == split]
 
 
@@ -209,7 +209,7 @@ def curve(stores: StreamStores, path: str, split: str, settings: Any = None,
     points = []
     for threshold in steps:
         tried = base._replace(warm_gate_threshold=threshold) if path == "warm" else base._replace(cold_gate_threshold=threshold)
-        figures = measures(replay(_split(stores, split), path, "lore", tried))
+        figures = measures(replay(split_of(stores, split), path, "lore", tried))
         points.append({"gate": round(threshold, 3), "hit": figures["hit"], "hit_strict": figures["hit_strict"],
                        "left_empty": figures["left_empty"], "chars_per_prompt": figures["chars_per_prompt"]})  # fmt: skip
     return points
@@ -229,7 +229,7 @@ def margins(stores: StreamStores) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for split in ("dev", "test"):
-        observed = _split(stores, split)
+        observed = split_of(stores, split)
         out[split] = {path: paired_margin(hits_of(replay(observed, path, "lore")), hits_of(replay(observed, path, "always")))
                       for path in PATHS}  # fmt: skip
     return out
@@ -248,9 +248,9 @@ def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = 
         for path in PATHS:
             for policy in ("lore", "always", "before"):
                 key = f"{path}/{policy}"
-                table[key] = {"all": measures(replay(_split(stores, split), path, policy))}
+                table[key] = {"all": measures(replay(split_of(stores, split), path, policy))}
                 for store in stores.observed:
-                    table[key][store] = measures(replay(_split(stores, split, store), path, policy))
+                    table[key][store] = measures(replay(split_of(stores, split, store), path, policy))
         out["splits"][split] = table
     out["margins"] = margins(stores)
     out["curve"] = {path: curve(stores, path, "test") for path in PATHS}
