@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
 
             sys.exit(run(args))  # anything else: let the CLI parse (and report) it
         sys.exit(serve(idle))
+    from lore.cli.argv import command_name as _command
+
     if _command(args) in ("search", "context") and "--help" not in args and "-h" not in args:
         # A warm helper, when one runs, answers in a few ms what the CLI needs ~0.4 s to import and load.
         from lore.agent.remote import run_remote
@@ -57,6 +59,23 @@ def main(argv: list[str] | None = None) -> None:
 
             sys.stdout.flush()
             os._exit(answered)  # skip the interpreter's teardown, as the hook does
+    if _command(args) is not None and "--help" not in args and "-h" not in args:
+        from lore.agent.remote import WRITE_COMMANDS, run_remote_command
+
+        if _command(args) in WRITE_COMMANDS:
+            import os
+
+            # A warm helper, when one runs, runs a write with the duplicate check's pool and
+            # encoder already loaded: what the CLI needs ~0.3 s to import and load at 10k records.
+            ran = run_remote_command(args)
+            if ran is not None:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(ran)
+            # Without one: the check's numpy work is a few small arrays, and OpenBLAS's thread
+            # pool, started when numpy is imported, cost the process ~30 ms of CPU (50-100 ms
+            # wall on a loaded 2-core machine) for nothing. A value the user set is kept.
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if _command(args) == "mcp":
         _exit_on_signals_while_starting()
         if args == ["mcp"]:
@@ -123,22 +142,6 @@ def _running(pid: int) -> bool:
             return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")  # a zombie has exited
     except (OSError, IndexError):
         return True  # no /proc: kill(0) alone says it runs
-
-
-# Global options that take a value (lore.cli.base's callback); the command follows them.
-_VALUED = frozenset({"--data-dir", "--index-dir", "--project", "-P"})
-
-
-def _command(args: list[str]) -> str | None:
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg in _VALUED:
-            skip = True
-        elif not arg.startswith("-"):
-            return arg
-    return None
 
 
 def _exit_on_signals_while_starting() -> None:

@@ -107,6 +107,24 @@ def terms(text: str) -> list[str]:
     return out
 
 
+def token_terms(token: str) -> list[str]:
+    """``terms(token)`` for one of the tokens ``tokens`` finds, without tokenizing it again."""
+    word = token.lower()
+    if token.isalnum():
+        return [stem(word)] if len(word) > 1 and word not in STOPWORDS else []
+    return [word[:MAX_TERM_CHARS], *(stem(part) for part in _SEPARATORS.split(word) if len(part) > 1 and part not in STOPWORDS)]
+
+
+def tokens(text: str) -> list[str]:
+    """The raw tokens of ``text``: ``terms(text)`` is the concatenation of ``terms(token)`` over them.
+
+    Every step after the tokenizer (splitting an identifier, lower-casing, the stopword and
+    length filters, stemming, the length cut) looks at one token at a time, so a caller that
+    analyses many texts can analyse each distinct token once (``bm25.build_forward``).
+    """
+    return _TOKEN.findall(text)
+
+
 def unique_terms(text: str) -> list[str]:
     """Distinct BM25 terms of a query, first occurrence order."""
     return list(dict.fromkeys(terms(text)))

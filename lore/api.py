@@ -182,9 +182,8 @@ class Lore:
         if force and merge:
             raise UsageError("force and merge exclude each other")
         _check_fields(writer, fields, kind, _WRITE_OPTIONS)
-        options = capture.WriteOptions(redact=redact, force=force, merge=merge,
-                                       check_duplicates=kind in ("decision", "pattern", "anti_pattern"),
-                                       embed_model=self.settings.embed_model)  # fmt: skip
+        options = capture.WriteOptions.configured(self.settings, redact=redact, force=force, merge=merge,
+                                                  check_duplicates=kind in ("decision", "pattern", "anti_pattern"))
         result = writer(self.store, project=self.project, options=options, **fields)
         _warn(result.notices, result.record.id)
         return result.record

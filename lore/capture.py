@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lore.errors import UsageError
 from lore.store import Record, Store
 from lore.store.records import DECISION_TYPES, OUTCOMES
 from lore.store.validate import check_severity, check_text
+
+if TYPE_CHECKING:
+    from lore.settings import Settings
 
 
 @dataclass
@@ -78,6 +82,13 @@ def _confidence(value: float | None, default: float = 0.8) -> float:
 
 
 
+# Whether a decision's write saves the duplicate check's pool (lore.curate.pool) for the next
+# process: a CLI process's does. A long-lived one (the warm helper, the MCP server) keeps its
+# pool in memory, turns this off and saves between requests or when it ends (~5 ms at 10,000
+# decisions, a write's own time otherwise).
+SAVE_POOL_AFTER_WRITE = True
+
+
 @dataclass
 class WriteOptions:
     redact: bool = True
@@ -85,6 +96,14 @@ class WriteOptions:
     merge: bool = False
     check_duplicates: bool = True
     embed_model: str | None = None  # the duplicate check's model: Settings.embed_model (None: the bundled one)
+    pool_cache: Path | None = None  # where the check's pool is kept between processes (paths.write_check_dir)
+
+    @classmethod
+    def configured(cls, settings: Settings, **options: Any) -> WriteOptions:
+        """The options of a write with ``settings``' model and write-check cache (what every surface passes)."""
+        from lore.paths import write_check_dir
+
+        return cls(embed_model=settings.embed_model, pool_cache=write_check_dir(settings), **options)
 
 
 def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubber, options: WriteOptions,
@@ -92,15 +111,23 @@ def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubbe
     """Store an already scrubbed record after the duplicate check: every capture path ends here."""
     notices: list[str] = []
     store.prepare_write()
-    if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
-        from lore.curate.dedup import check_before_write
+    try:
+        if options.check_duplicates and kind in ("decision", "pattern", "anti_pattern", "lesson"):
+            from lore.curate.write_check import check_before_write
 
-        outcome = check_before_write(store, kind, raw, force=options.force, merge=options.merge, model=options.embed_model)
-        if outcome.merged is not None:
-            return WriteResult(record=outcome.merged, redactions=scrubber.kinds, merged_into=outcome.merged.id,
-                               created=False, notices=outcome.notices)  # fmt: skip
-        notices.extend(outcome.notices)
-    record = store.add(kind, raw, op=op)
+            outcome = check_before_write(store, kind, raw, force=options.force, merge=options.merge,
+                                         model=options.embed_model, pool_cache=options.pool_cache)
+            if outcome.merged is not None:
+                return WriteResult(record=outcome.merged, redactions=scrubber.kinds, merged_into=outcome.merged.id,
+                                   created=False, notices=outcome.notices)  # fmt: skip
+            notices.extend(outcome.notices)
+        record = store.add(kind, raw, op=op)
+    finally:
+        if options.check_duplicates and kind == "decision" and SAVE_POOL_AFTER_WRITE:
+            # The decisions the check read, with this write: the next process starts from them.
+            from lore.curate.pool import save
+
+            save(store.data_dir)  # into the pool's own cache file, if it has one
     if not options.redact:
         notices.append("stored without redaction (--no-redact): secrets in this text are kept as typed")
     return WriteResult(record=record, redactions=scrubber.kinds, notices=notices)

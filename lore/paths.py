@@ -59,6 +59,11 @@ def cache_dir(settings: Directories) -> Path:
     return _user_dir(settings.cache_dir, settings.xdg_cache_home, (".cache",), "user_cache_dir")
 
 
+def write_check_dir(settings: Directories) -> Path:
+    """Where the write check keeps its pool of decisions between processes (``lore.curate.pool``)."""
+    return cache_dir(settings) / "write-check"
+
+
 def state_dir(settings: Directories) -> Path:
     """Per-user state dir (access history for reinforcement, hook opt-outs): ``LORE_STATE_DIR``, else ``~/.local/state/lore``."""
     return _user_dir(settings.state_dir, settings.xdg_state_home, (".local", "state"), "user_state_dir")

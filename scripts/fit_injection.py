@@ -56,9 +56,7 @@ def training_rows(observed: list[stream.Observed], path: str) -> tuple[list[list
         decision = decide(response, project=seen.turn.project, null=seen.null, settings=off)
         if decision.vectors != vectors:  # a declined cold prompt answered by the whole pipeline
             continue
-        _, prompt, _ = inject.judge(
-            [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None)
-             for h in response.hits[:5]], response.query, response.term_idf, project=seen.turn.project, null=seen.null)
+        prompt = decision.gate_inputs
         relevant = set(seen.turn.relevant)
         found = any(j.id in relevant for j in decision.judged)
         if not relevant or found:
@@ -120,7 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lore-fit-"))
     stores = stream.observe(args.shared, work, print)
-    dev = stream._split(stores, "dev")
+    dev = stream.split_of(stores, "dev")
     if args.raw:
         flat = inject.NullEvidence({k: (0.0, 1.0) for k in inject.WARM_EVIDENCE}, {k: (0.0, 1.0) for k in inject.WARM_EVIDENCE})
         for seen in dev:

@@ -116,3 +116,41 @@ def indexed(data_dir: Path) -> Path:
         capture.observe(store, f"Unrelated note {i} about office plants and lunch menus", project="other", options=plain)
     IndexManager(resolve_locations(data_dir)).build()
     return data_dir
+
+
+def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
+    """Poll until the warm helper for ``index_dir`` answers a ping (it warms up in the background)."""
+    import time
+
+    from lore.agent import client
+
+    end = time.monotonic() + timeout
+    while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, index_dir, settings()) != "pong":
+        if time.monotonic() > end:
+            pytest.fail("the helper did not answer a ping")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def demo_helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A copy of the demo data, indexed, with a real warm helper serving it (stopped afterwards)."""
+    import subprocess
+    import sys
+
+    from lore.index.manager import IndexManager
+
+    def lore(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120)
+
+    shutil.copytree(PROJECT_ROOT / "data", data_dir)
+    locations = resolve_locations(data_dir)
+    IndexManager(locations).build()
+    monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
+    monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
+    started = lore("server", "start", "--idle", "120")
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_for_helper(locations.index_dir)
+        yield locations
+    finally:
+        lore("server", "stop")

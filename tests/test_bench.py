@@ -126,8 +126,15 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     assert process["noop_seconds_p50"] > process["python_seconds_p50"] > 0 and process["refresh_seconds_p50"] > 0
     assert abs(process["beyond_noop_seconds_p50"] - (process["refresh_seconds_p50"] - process["noop_seconds_p50"])) < 0.002
 
+    fresh, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 66)[60:])
+    writes = latency.measure_writes(data_dir, index_dir, isolated / "writes", [(r["decision"], r["rationale"]) for r in fresh],
+                                    runs=1)  # fmt: skip
+    assert set(writes["commands"]) == {latency.WRITE_COLD, latency.WRITE_WARM, latency.MCP_REMEMBER}, writes["notes"]
+    for row in (latency.WRITE_COLD, latency.WRITE_WARM):
+        assert writes["commands"][row]["exit_codes"] == {"0": 1} and writes["commands"][row]["ratio_to_python_floor"] > 0
+    assert writes["commands"][latency.MCP_REMEMBER]["errors"] == 0 and not writes["notes"]
     entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc, "process": process}, "latency": timed,
-             "stages": stages}  # fmt: skip
+             "stages": stages, "writes": writes}  # fmt: skip
     per_size = {60: entry, 120: entry}
     scale = runner.scale_curve(per_size)
     assert scale["full build"]["growth_exponent"] is not None
@@ -135,6 +142,7 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     buffer = io.StringIO()
     report.render(results, Console(file=buffer, width=260))
     assert "Indexing" in buffer.getvalue() and "process: beyond no-op s" in buffer.getvalue()
+    assert "Write latency at 60 decisions" in buffer.getvalue()
     headers = [str(column.header) for column in report.latency_table("60", timed).columns]
     assert ("x sqlite3 FTS5" in headers) == bool(shutil.which("sqlite3"))
     orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS)

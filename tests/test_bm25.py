@@ -197,6 +197,70 @@ def test_reassembled_rows_equal_freshly_analysed_ones(old_docs: list[tuple[str, 
         assert got == want
 
 
+TEXTS = st.text(alphabet=st.sampled_from("ab İıßé_./- \nXY1"), max_size=40) | st.sampled_from(
+    ["builtin/fetch.c handles it", "İstanbul Straße", "snake_case and kebab-case", "The cache, the CACHE", ""])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(TEXTS, TEXTS), max_size=8))
+def test_building_with_a_token_cache_equals_analysing_each_text(docs: list[tuple[str, str]]) -> None:
+    """``build_forward`` analyses each distinct token once; the result must be what analysing every text gives."""
+    cached = bm25.build_forward(docs)
+    plain = bm25.forward_from_terms(bm25.analyse_fields(docs))
+    assert list(cached.vocab) == list(plain.vocab) and cached.vocab == plain.vocab
+    for column in ("rowptr", "term_ids", "tf", "lengths", "sequence"):
+        assert np.array_equal(getattr(cached, column), getattr(plain, column)), column
+    assert list(plain.vocab.values()) == list(range(len(plain.vocab)))  # numbered in first-seen order
+    inverse = {i: t for t, i in plain.vocab.items()}
+    assert [inverse[int(i)] for i in plain.sequence] == [t for title, body in docs for t in analysis.terms(title) + analysis.terms(body)]
+
+
+def reference_phrase_rows(docs: list[tuple[str, str]], phrase: str) -> list[int]:
+    """Rows whose title or body holds the phrase's terms contiguously, written out the slow way."""
+    words = analysis.terms(phrase)
+    found = []
+    for row, fields in enumerate(docs):
+        for text in fields:
+            terms = analysis.terms(text)
+            if any(terms[i : i + len(words)] == words for i in range(len(terms) - len(words) + 1)):
+                found.append(row)
+                break
+    return found
+
+
+PHRASE_WORDS = ["cache", "retry", "the", "stripe", "fetch.c", "pool"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(documents, st.lists(st.sampled_from(PHRASE_WORDS), min_size=1, max_size=3).map(" ".join))
+def test_phrase_rows_are_the_rows_holding_the_terms_in_order_within_one_field(
+    tmp_path_factory: pytest.TempPathFactory, docs: list[tuple[str, str]], phrase: str
+) -> None:
+    index = index_of(docs, tmp_path_factory.mktemp("phrases"))
+    words = analysis.terms(phrase)
+    assert index.phrase_rows(words).tolist() == (reference_phrase_rows(docs, phrase) if words else [])
+
+
+def test_a_phrase_never_spans_the_title_and_the_body(tmp_path: Path) -> None:
+    index = index_of([("stripe retry", "backoff jitter"), ("stripe", "retry backoff")], tmp_path)
+    assert index.phrase_rows(["stripe", "retri"]).tolist() == [0]
+    assert index.phrase_rows(["retri", "backoff"]).tolist() == [1]
+    assert index.phrase_rows(["unknown", "retri"]).tolist() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(documents, documents, st.data())
+def test_reassembled_sequences_equal_freshly_analysed_ones(old_docs: list[tuple[str, str]], fresh: list[tuple[str, str]],
+                                                           data: st.DataObject) -> None:  # fmt: skip
+    choices = [*range(len(old_docs)), *(-(k + 1) for k in range(len(fresh)))]
+    sources = data.draw(st.lists(st.sampled_from(choices), max_size=15))
+    merged = bm25.reassemble(bm25.build_forward(old_docs), sources, fresh)
+    inverse = {i: t for t, i in merged.vocab.items()}
+    kept = [old_docs[s] if s >= 0 else fresh[-s - 1] for s in sources]
+    assert [inverse[int(i)] for i in merged.sequence] == [t for a, b in kept for t in analysis.terms(a) + analysis.terms(b)]
+    assert np.array_equal(bm25.field_starts(merged)[1:], np.cumsum(merged.lengths.reshape(-1).astype(np.int64)))
+
+
 # -- through the index manager -----------------------------------------------------
 def test_incremental_refresh_matches_a_full_rebuild(data_dir: Path, tmp_path: Path) -> None:
     store = Store(data_dir, actor="test")

@@ -426,3 +426,39 @@ def test_reflect_command(cli, initialised: Path, tmp_path: Path, monkeypatch) ->
     monkeypatch.delenv("LORE_LLM_CMD")
     out = cli("reflect", "postgres sessions", "--lookback", "5").stdout
     assert out.startswith("Reflected obs-") and "Reflection on postgres sessions (2 record(s) considered)" in out
+
+
+@pytest.mark.parametrize("args", [
+    ["remember", "Use UTC everywhere", "-r", "one zone"], ["remember", "x", "--bogus"], ["remember"],
+    ["remember", "--importance", "9", "x"], ["list", "--json"], ["list", "--bogus"], ["lesson", "show"],
+    ["lesson", "--situation", "s"], ["audit", "bogus"], ["audit", "verify"], ["index", "status", "--bogus"],
+    ["--project", "p", "learn", "a pattern"], ["--data-dir", "nowhere", "stats"], ["search"], ["show", "dec-00000000"],
+])  # fmt: skip
+def test_the_application_of_one_command_answers_as_the_whole_one(initialised: Path, tmp_path: Path,
+                                                                  args: list[str]) -> None:  # fmt: skip
+    """`lore X` builds only X's click command (the rest cost ~25 ms a process): the same output and exit code."""
+    import re
+    import shutil
+
+    import typer
+    from typer.testing import CliRunner
+
+    from lore.cli.app import app, app_for
+
+    one = app_for(args)
+    assert len(typer.main.get_command(one).commands) == 1  # type: ignore[attr-defined]
+    twin = tmp_path / "twin"
+    shutil.copytree(initialised, twin)
+    runner = CliRunner()
+    got = runner.invoke(one, args)
+    expected = runner.invoke(app, args, env={"LORE_DATA_DIR": str(twin)})
+    ids = re.compile(r"\b(dec-[0-9a-f]{8}|pat-\d+-[0-9a-f]{4})\b")  # generated: the rest is the same bytes
+    assert (got.exit_code, ids.sub("<id>", got.stdout), got.stderr) == (expected.exit_code, ids.sub("<id>", expected.stdout),
+                                                                         expected.stderr)  # fmt: skip
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["remember", "--help"], ["rememebr", "x"], ["--version"]])
+def test_help_and_unknown_commands_get_the_whole_application(args: list[str]) -> None:
+    from lore.cli.app import app, app_for
+
+    assert app_for(args) is app

@@ -34,7 +34,7 @@ def lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_model(spec: str | None = None):
         raise ModelError("no model in these tests")
 
-    monkeypatch.setattr("lore.embedder.get_embedder", no_model)
+    monkeypatch.setattr("lore.embedder.get_query_encoder", no_model)
 
 
 def line(raw: dict) -> bytes:
@@ -376,7 +376,7 @@ def test_write_check_embeds_a_bounded_shortlist(tmp_path: Path, monkeypatch: pyt
             vectors[:, 0] = 1.0
             return vectors
 
-    monkeypatch.setattr("lore.embedder.get_embedder", lambda spec=None: Fake())
+    monkeypatch.setattr("lore.embedder.get_query_encoder", lambda spec=None: Fake())
     with pytest.raises(DuplicateError) as caught:
         capture.remember(store, "use postgres advisory locks for the job queue.", project="x",
                          rationale="No separate broker", options=WriteOptions(redact=False))  # fmt: skip

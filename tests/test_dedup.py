@@ -15,7 +15,7 @@ from lore import capture
 from lore.bench.duplicates import BACKGROUND as BENCH_BACKGROUND
 from lore.capture import WriteOptions
 from lore.curate import dedup
-from lore.curate.dedup import Match, check_before_write, consolidation_clusters, find_duplicate
+from lore.curate.dedup import Match, consolidation_clusters, find_duplicate
 from lore.curate.similarity import (
     Bm25Stats,
     bm25_normalised,
@@ -28,6 +28,7 @@ from lore.curate.similarity import (
     text_hash,
     tokens,
 )
+from lore.curate.write_check import check_before_write
 from lore.embedder import BUNDLED_MODEL_DIR
 from lore.errors import DuplicateError, ModelError
 from lore.store import Store
@@ -464,9 +465,9 @@ def test_identifier_with_a_digit_changed_is_written(store: Store) -> None:
 def _dev_pair_verdict(a: dict, b: dict, kind: str) -> tuple[Match | None, list[Match]]:
     target = Record(kind=kind, id="target", raw=a)
     background = [Record(kind=kind, id=f"bg-{i}", raw=raw) for i, raw in enumerate(BACKGROUND[kind])]
-    from lore.embedder import get_embedder
+    from lore.embedder import get_query_encoder
 
-    return find_duplicate([target, *background], kind, b, get_embedder(str(BUNDLED_MODEL_DIR)).encode)
+    return find_duplicate([target, *background], kind, b, get_query_encoder(str(BUNDLED_MODEL_DIR)).encode)
 
 
 def test_a_number_spelled_out_does_not_veto_a_duplicate() -> None:
@@ -515,7 +516,7 @@ def test_model_error_skips_semantic_layer(store: Store, monkeypatch: pytest.Monk
     def broken(spec: str | None = None):  # type: ignore[no-untyped-def]
         raise ModelError("cannot load embedding model 'x': boom")
 
-    monkeypatch.setattr("lore.embedder.get_embedder", broken)
+    monkeypatch.setattr("lore.embedder.get_query_encoder", broken)
     capture.remember(store, "Use Sentry for error tracking", project="x", options=OPTIONS)
     outcome = check_before_write(store, "decision", {"decision": "Use Sentry for error tracking"}, force=False,
                                  merge=True)  # fmt: skip
@@ -527,7 +528,7 @@ def test_empty_store_needs_no_model(store: Store, monkeypatch: pytest.MonkeyPatc
     def unexpected(spec: str | None = None):  # type: ignore[no-untyped-def]
         raise AssertionError("the model is not needed when nothing can match")
 
-    monkeypatch.setattr("lore.embedder.get_embedder", unexpected)
+    monkeypatch.setattr("lore.embedder.get_query_encoder", unexpected)
     outcome = check_before_write(store, "decision", {"decision": "Anything"}, force=False, merge=False)
     assert outcome.duplicate is None and outcome.notices == []
 
@@ -552,12 +553,12 @@ def test_consolidation_clusters(store: Store) -> None:
 
 def test_dedup_thresholds_hold_the_precision_bar_on_the_dev_half_they_were_chosen_on() -> None:
     from lore.bench.duplicates import PRECISION_BAR, figures, load_pairs, lore_verdicts
-    from lore.embedder import get_embedder
+    from lore.embedder import get_query_encoder
 
     assert (dedup.LEXICAL_BM25, dedup.LEXICAL_JACCARD, dedup.SEMANTIC_COSINE, dedup.CORE_COSINE) == (0.60, 0.80, 0.80, 0.60)
     assert dedup.CORE_COSINE <= dedup.SEMANTIC_COSINE
     dev = [pair for pair in load_pairs() if pair["split"] == "dev"]
-    result = figures(dev, lore_verdicts(dev, get_embedder().encode))
+    result = figures(dev, lore_verdicts(dev, get_query_encoder().encode))
     assert result["precision"] >= PRECISION_BAR and result["specifics_called_duplicate"] == 0.0, result
 
 

@@ -175,3 +175,55 @@ def test_the_rust_tokenizer_takes_over_once_a_process_has_tokenized_its_worth_of
     big = QueryEncoder(BUNDLED_MODEL_DIR)
     big.encode([text] * (big.PURE_CHARACTERS // len(text) + 1))  # one call past the budget goes to tokenizers
     assert big._tokenizer is not None and big._pure_characters == 0
+
+
+def test_word_by_word_gives_the_ids_of_the_whole_text(pure: PureBpe) -> None:
+    # The bundled tokenizer has no token with a metaspace after another character: words tokenize alone.
+    assert pure.by_word
+    whole = PureBpe.load(BUNDLED_MODEL_DIR / "tokenizer.json")
+    assert whole is not None
+    whole.by_word = False
+    texts = [t for t in repository_texts() if "<s>" not in t and "<unk>" not in t][:600] + AWKWARD
+    for text in texts:
+        assert pure.token_ids(text, LIMIT) == whole.token_ids(text, LIMIT), text[:200]
+
+
+def test_a_token_joining_a_word_to_the_next_turns_word_by_word_off(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+
+    data = orjson.loads((BUNDLED_MODEL_DIR / "tokenizer.json").read_bytes())
+    model = data["model"]
+    model["vocab"]["\u2581a\u2581the"] = len(model["vocab"])
+    merges = model["merges"]
+    merges.insert(0, ["\u2581a", "\u2581the"] if merges and not isinstance(merges[0], str) else "\u2581a \u2581the")
+    (tmp_path / "tokenizer.json").write_bytes(orjson.dumps(data))
+    joined = PureBpe.load(tmp_path / "tokenizer.json")
+    assert joined is not None and not joined.by_word
+    rust = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    for text in ("retry a the payment", "a the", "data the a the"):
+        assert joined.token_ids(text) == rust.encode(text, add_special_tokens=False).ids
+    assert model["vocab"]["\u2581a\u2581the"] in (joined.token_ids("retry a the payment") or [])
+
+
+def test_a_large_batch_gathers_from_a_float32_table_and_gets_the_same_vectors() -> None:
+    """A build's batch converts the float16 table once; a query's few tokens read the memory map: same floats."""
+    texts = [t for t in repository_texts() if "<s>" not in t][:300] + AWKWARD
+    large = QueryEncoder(BUNDLED_MODEL_DIR)
+    together = large.encode(texts)
+    assert large._embedding32 is not None and large._embedding32.dtype == np.float32
+
+    class Tripwire:
+        """Stands in for the float16 memory map: a large batch must not gather from it."""
+
+        def __len__(self) -> int:
+            return len(large._embedding32)  # type: ignore[arg-type]
+
+        def __getitem__(self, index: object) -> None:
+            raise AssertionError("gathered from the float16 memory map")
+
+    large.embedding = Tripwire()  # type: ignore[assignment]
+    assert np.array_equal(large.encode(texts), together)  # (it did, before: the copy was made and not used)
+    small = QueryEncoder(BUNDLED_MODEL_DIR)
+    alone = np.concatenate([small.encode([text]) for text in texts])
+    assert small._embedding32 is None  # no text had enough tokens for it
+    assert np.array_equal(together, alone)

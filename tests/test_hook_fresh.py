@@ -2,7 +2,8 @@
 answer from the index they have and leave the refresh to the background (or the next command).
 
 Everything runs as real processes: the helper (``lore server start``), the writes
-(``lore observe``) and the hook (``lore hook prompt``, JSON on stdin).
+(``lore observe``, which the helper runs, or another process writing the files) and
+the hook (``lore hook prompt``, JSON on stdin).
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def test_prompts_right_after_a_write_get_context_from_the_helper_then_the_new_re
     index_dir = resolve_locations(indexed).index_dir
     before = run_hook(REALISTIC_DEADLINE_MS)
     assert "exponential backoff with full jitter" in before and MARKER not in before
-    lore_cli("observe", NEW_RECORD)
+    write_elsewhere(indexed)  # not through the helper: it learns of it from the files
     answered = served(index_dir, 1)
     assert answered == 1
     seen_new = False
@@ -148,7 +149,7 @@ def test_helper_notices_a_write_without_a_prompt_and_keeps_answering(indexed: Pa
     """The helper revalidates on its own between prompts: the first prompt after it refreshed sees the record."""
     index_dir = resolve_locations(indexed).index_dir
     revision = helper.get("revision")
-    lore_cli("observe", NEW_RECORD)
+    write_elsewhere(indexed)
     end = time.monotonic() + 30
     while time.monotonic() < end:
         status = client.read_status(index_dir, settings())
@@ -166,7 +167,7 @@ def test_helper_notices_a_write_without_a_prompt_and_keeps_answering(indexed: Pa
 @pytest.mark.slow
 def test_stopping_the_helper_mid_refresh_leaves_no_process_and_a_usable_index(indexed: Path, helper) -> None:
     index_dir = resolve_locations(indexed).index_dir
-    lore_cli("observe", NEW_RECORD)
+    write_elsewhere(indexed)
     end = time.monotonic() + 30
     if sys.platform.startswith("linux"):
         while len(helper_processes(index_dir)) < 2:  # the helper and its refresh process
@@ -180,6 +181,30 @@ def test_stopping_the_helper_mid_refresh_leaves_no_process_and_a_usable_index(in
     assert helper_processes(index_dir) == []
     assert IndexManager(resolve_locations(indexed)).read_meta() is not None
     assert run_hook("20000")  # in-process, from the index as it was left
+    assert hook_log() == ""
+
+
+def write_elsewhere(data_dir: Path) -> None:
+    """A write the helper does not run (another process, the MCP server, the original Lore): it sees the files change."""
+    capture.observe(Store(data_dir, actor="test"), NEW_RECORD, project="acme-api", options=PLAIN)
+
+
+@pytest.mark.slow
+def test_a_write_the_helper_ran_is_in_the_next_prompt_and_in_its_index_without_one(indexed: Path, helper) -> None:
+    """`lore observe` while the helper runs: the helper writes it, then adds it to its index from the reader it
+    holds (before the next read, or once idle), without a refresh process."""
+    locations = resolve_locations(indexed)
+    lore_cli("observe", NEW_RECORD)
+    assert served(locations.index_dir, 1) == 1  # the write was the helper's
+    assert MARKER in run_hook(REALISTIC_DEADLINE_MS)  # the very next prompt has it
+    assert served(locations.index_dir, 2) == 2
+    lore_cli("observe", "Quintuple-checked: the ledger export runs at 02:00")
+    end = time.monotonic() + 30
+    while IndexManager(locations).status().stale:  # no prompt comes: the helper is idle
+        assert time.monotonic() < end, "the helper did not take its write into its index once idle"
+        time.sleep(0.05)
+    if sys.platform.startswith("linux"):
+        assert helper_processes(locations.index_dir) == [int(helper["pid"])]  # type: ignore[call-overload]
     assert hook_log() == ""
 
 

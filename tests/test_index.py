@@ -43,7 +43,7 @@ def manager(data_dir: Path) -> IndexManager:
 
 
 def search_ids(mgr: IndexManager, text: str) -> list[str]:
-    """Records the BM25 channel finds for a one-word query; Whoosh (phrases) must find the same."""
+    """Records the BM25 channel finds for a one-word query; the phrase matcher must find the same."""
     reader, _ = mgr.open(policy="ignore")
     ids = [reader.table.ids[row] for row, _ in reader.bm25.search(analysis.unique_terms(text), 100_000)]
     assert sorted(ids) == sorted(reader.lexical.matching([text]) or [])
@@ -323,3 +323,167 @@ def test_the_query_encoder_reads_the_median_token_length_only_for_a_text_that_co
     assert encoder._median_token_length is None  # ~16 ms saved on every prompt and refresh
     encoder.encode(["x" * 5000])
     assert encoder._median_token_length == encoder.median_token_length > 0
+
+
+def test_the_graph_file_lists_edges_in_networkx_order_without_networkx() -> None:
+    """A build saves ``ordered_edges`` instead of building a NetworkX graph for it: same edges, same order."""
+    import random
+
+    from lore.index import graph as graph_index
+    from lore.store.records import Record
+
+    rng = random.Random(7)
+    ids = [f"dec-{i:04x}" for i in range(60)]
+    records = {}
+    for rid in rng.sample(ids, len(ids)):  # records in an order of their own
+        raw = {"id": rid, "decision": rid, "related_decisions": rng.sample([*ids, "dec-missing"], rng.randrange(4))}
+        if rng.random() < 0.3:
+            raw["superseded_by"] = rng.choice(ids)
+        records[rid] = Record(kind="decision", id=rid, raw=raw)
+    relations = ["relates_to", "supersedes", "contradicts"]
+    explicit = [graph_index.GraphEdge(rng.choice([*ids, "dec-gone"]), rng.choice(ids), rng.choice(relations), rng.random())
+                for _ in range(150)]  # fmt: skip
+    expected = [(s, t, d["relation"], d["weight"], d["implicit"]) for s, t, d in graph_index.build(records, explicit).edges(data=True)]
+    assert [tuple(e) for e in graph_index.ordered_edges(records, explicit)] == expected
+    assert len(expected) > 100
+
+
+EMBED_TEXTS = [f"Decision {i}: {topic} because of incident {i * 7}" for i, topic in
+               enumerate(["retry payment calls", "Größe of the café", "getUserById in lore/store/store.py",
+                          "exponential backoff with jitter", "x" * 700, ""] * 12)]  # fmt: skip
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Builds of any size share their embeddings with a worker process, 7 texts a chunk."""
+    monkeypatch.setattr("lore.index.build.EMBED_PROCESS_THRESHOLD", 1)
+    monkeypatch.setattr("lore.index.build.EMBED_CHUNK", 7)
+
+
+def test_a_build_and_its_worker_share_the_chunks_and_get_the_vectors_of_one_process(small_chunks: None) -> None:
+    from lore.index.build import EmbeddingJob, embed_texts
+
+    expected, identity, _ = embed_texts(EMBED_TEXTS, None)
+    job = EmbeddingJob(EMBED_TEXTS, None)
+    assert job._process is not None
+    matrix, got_identity, warning = job.result()
+    assert matrix is not None and np.array_equal(matrix, expected)
+    assert (got_identity, warning) == (identity, None)
+    assert 1 <= job.chunks_here <= 11  # 11 chunks: this process takes at least the last one
+    assert job._work is not None and not job._work.exists()
+
+
+def test_chunks_a_worker_claimed_but_never_wrote_are_embedded_by_the_build(small_chunks: None) -> None:
+    """A worker that dies (or cannot load the model) after claiming chunks costs time, never vectors."""
+    from lore.index.build import EmbeddingJob, embed_texts
+
+    job = EmbeddingJob(EMBED_TEXTS, None)
+    job._process.kill()  # dead before or after claiming some chunks, with or without their vectors
+    job._process.wait()
+    for chunk in range(3):  # and claimed these without writing anything (its first act, were it alive)
+        (job._work / f"claim-{chunk}").touch()  # type: ignore[operator]
+    matrix, _, _ = job.result()
+    assert matrix is not None and np.array_equal(matrix, embed_texts(EMBED_TEXTS, None)[0])
+
+
+def test_a_build_whose_model_cannot_load_stops_its_worker_and_indexes_without_embeddings(
+    small_chunks: None, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(data_dir, 40)
+    monkeypatch.setenv("LORE_EMBED_MODEL", str(tmp_path / "no-such-model"))  # the worker inherits it
+    mgr = manager(data_dir)
+    report = mgr.build()
+    assert report.mode == "full" and report.embeddings is False
+    assert any("no-such-model" in w for w in report.warnings)
+    directory = mgr.current_dir()
+    assert directory is not None and not list(directory.glob(".embedding-*"))
+    assert set(search_ids(mgr, "postgres"))  # lexical search still works
+
+
+def test_a_build_that_fails_stops_its_worker(small_chunks: None, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lore.index import build
+
+    seed(data_dir, 40)
+    jobs: list[build.EmbeddingJob] = []
+    original = build.EmbeddingJob.__init__
+
+    def remember(self: build.EmbeddingJob, *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        jobs.append(self)
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(build.EmbeddingJob, "__init__", remember)
+    monkeypatch.setattr(build.bm25, "save", broken)
+    with pytest.raises(OSError, match="disk full"):
+        manager(data_dir).build()
+    assert len(jobs) == 1 and jobs[0]._process.poll() is not None  # killed, not left embedding
+    assert jobs[0]._work is not None and not jobs[0]._work.exists()
+
+
+BUILD_WITH_WORKER = """
+import sys
+import lore.index.build as build
+from lore.paths import Locations
+from lore.settings import Settings
+from lore.index.manager import IndexManager
+build.EMBED_PROCESS_THRESHOLD, build.EMBED_CHUNK = 1, 16
+IndexManager(Locations.resolve(sys.argv[1], sys.argv[2], Settings.from_env())).build(rebuild=True)
+"""
+
+
+@pytest.mark.slow
+def test_builds_with_embedding_workers_killed_or_racing_never_publish_a_wrong_generation(data_dir: Path, tmp_path: Path) -> None:
+    """The worker writes only into its own temporary directory: killing the build leaves it to finish
+    there (or not), and builders racing each other each have their own; the lock picks one generation."""
+    seed(data_dir, 300)
+    mgr = manager(data_dir)
+    mgr.build()
+    good = set(search_ids(mgr, "postgres"))
+    vectors_before = np.asarray(mgr.open()[0].vectors).copy()
+    script = tmp_path / "build.py"
+    script.write_text(BUILD_WITH_WORKER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for delay in (0.3, 0.8, 1.5):
+        proc = subprocess.Popen([sys.executable, "-P", str(script), str(data_dir), str(mgr.index_dir)], env=env)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        fresh = manager(data_dir)
+        assert fresh.read_meta() is not None, f"unusable index after kill at {delay}s"
+        assert set(search_ids(fresh, "postgres")) == good
+    procs = [subprocess.Popen([sys.executable, "-P", str(script), str(data_dir), str(mgr.index_dir)], env=env) for _ in range(3)]
+    assert [p.wait(timeout=180) for p in procs] == [0, 0, 0]
+    final = manager(data_dir)
+    assert final.status().stale is False
+    reader, _ = final.open()
+    assert len(reader.table) == 300 and set(search_ids(final, "postgres")) == good
+    assert np.array_equal(np.asarray(reader.vectors), vectors_before)  # the worker's chunks, in their rows
+    assert [p for p in final.index_dir.iterdir() if p.name.startswith("gen-")] == [final.current_dir()]
+    assert not list(final.current_dir().glob(".embedding-*"))  # type: ignore[union-attr]  # the workers' files went with them
+
+
+BUILD_IMPORTS = """
+import sys
+from lore.__main__ import main
+try:
+    main(["index", "--rebuild"])
+except SystemExit:
+    pass
+try:
+    main(["search", '"webhook retries"', "--json"])  # a quoted phrase
+except SystemExit:
+    pass
+print("IMPORTED", sorted(m for m in ("whoosh", "networkx", "model2vec") if m in sys.modules))
+"""
+
+
+def test_a_build_and_a_phrase_search_import_neither_whoosh_nor_networkx(data_dir: Path) -> None:
+    # Whoosh's writer was most of every build (35 of 36 s at 10,866 records) and NetworkX's
+    # import ~0.2 s of one; neither is needed to write the index or to match a phrase.
+    seed(data_dir, 10)
+    env = {**os.environ, "LORE_DATA_DIR": str(data_dir)}
+    out = subprocess.run([sys.executable, "-c", BUILD_IMPORTS], capture_output=True, text=True, check=True, env=env)
+    assert '"results"' in out.stdout and "webhook retries" in out.stdout
+    assert out.stdout.strip().splitlines()[-1] == "IMPORTED []"

@@ -150,42 +150,49 @@ def test_each_append_leaves_only_its_own_and_the_previous_revisions_delta_files(
     assert meta.records == 17
 
 
-def test_a_refresh_killed_after_whoosh_committed_is_repaired_and_new_documents_are_never_doubled(data_dir: Path) -> None:
-    """Whoosh commits before meta.json: a killed refresh leaves a document the index does not list.
+PHRASES = ["transaction mode", "pgbouncer transaction mode", "incident 7", "redis cache", "cache redis",
+           "connection pooling", "zeppelin transaction", "decision about", "the decision", "queues and kafka"]  # fmt: skip
 
-    The next ``lore index`` finds Whoosh's count off and rebuilds. ``lexical.update`` adds a
-    new record's document without looking for an older one only when Whoosh's count is the
-    caller's: otherwise (as here, were it called) it replaces it rather than doubling it.
-    """
-    from lore.index import delta, lexical
 
-    store = seed(data_dir, 12)
+def phrase_matches(locations: Locations) -> dict[str, list[str]]:
+    mgr = IndexManager(locations)
+    reader, _ = mgr.open(policy="ignore")
+    try:
+        return {phrase: sorted(reader.lexical.matching([phrase]) or []) for phrase in PHRASES}
+    finally:
+        reader.close()
+
+
+def test_quoted_phrases_match_the_same_records_over_a_delta_a_refresh_and_a_rebuild(data_dir: Path, tmp_path: Path) -> None:
+    """Phrases are matched on the term sequence of each segment; a base plus a delta must agree with a rebuild."""
+    store = seed(data_dir, 24)
     mgr = IndexManager(resolve_locations(data_dir))
     mgr.build()
-    record = capture.remember(store, "Adopt zeppelin transaction mode", project="p", options=PLAIN).record
-    directory, meta = mgr.read_meta()  # type: ignore[misc]
-    assert delta.append(data_dir, directory, meta) is not None  # killed before its commit
-    assert mgr.read_meta()[1] == meta  # type: ignore[index]
-
-    def documents() -> tuple[int, int]:
-        searcher = lexical.LexicalSearcher(directory / "lexical")
-        try:
-            return searcher.doc_count, len(searcher.matching(["zeppelin"]) or ())
-        finally:
-            searcher.close()
-
-    assert documents() == (13, 1)
-    doc = lexical.LexicalDoc(record.id, "Adopt zeppelin transaction mode", "", "", "")
-    lexical.update(directory / "lexical", [doc], [], new_ids={record.id}, documents=12)  # the index's count: 12
-    assert documents() == (13, 1)  # replaced, not added twice
-    assert mgr.build().mode == "full"  # 13 documents for 12 records: rebuilt, as before
-    directory, meta = mgr.read_meta()  # type: ignore[misc]
-    assert mgr.check(directory, meta, deep=True) is None and meta.records == 13
-    capture.remember(store, "Adopt zeppelin session mode", project="p", options=PLAIN)
+    zeppelin = capture.remember(store, "Adopt zeppelin transaction mode", project="p", rationale="queues and kafka lag",
+                                options=PLAIN).record  # fmt: skip
+    decisions = data_dir / DECISIONS
+    first = orjson.loads(decisions.read_bytes().splitlines()[0])
+    first["decision"] = "Decision 0 now says: redis cache for pgbouncer transaction mode"  # retires a base row
+    with decisions.open("ab") as handle:
+        handle.write(orjson.dumps(first) + b"\n")
     assert mgr.build().delta
-    directory, meta = mgr.read_meta()  # type: ignore[misc]
-    assert mgr.check(directory, meta, deep=True) is None
-    assert documents() == (14, 2)
+    over_delta = phrase_matches(resolve_locations(data_dir))
+    rebuilt = resolve_locations(data_dir, tmp_path / "rebuilt-index")
+    IndexManager(rebuilt).build(rebuild=True)
+    assert over_delta == phrase_matches(rebuilt)
+    assert over_delta["zeppelin transaction"] == [zeppelin.id]  # a delta row
+    assert first["id"] in over_delta["pgbouncer transaction mode"]  # its newer version, in the delta
+    assert first["id"] not in over_delta["connection pooling"]  # its retired base row no longer matches
+    assert over_delta["redis cache"] and over_delta["cache redis"] != over_delta["redis cache"]  # order matters
+    assert over_delta["the decision"] == over_delta["decision about"]  # stopwords do not count
+    assert zeppelin.id in over_delta["queues and kafka"]  # a phrase in the body
+    # An incremental refresh (a rewritten line: the full refresh path) agrees too.
+    lines = decisions.read_bytes().splitlines()
+    decisions.write_bytes(b"\n".join(lines[1:]) + b"\n")
+    report = mgr.build()
+    assert (report.mode, report.delta) == ("incremental", False)
+    IndexManager(rebuilt).build(rebuild=True)
+    assert phrase_matches(resolve_locations(data_dir)) == phrase_matches(rebuilt)
 
 
 def test_a_delta_refresh_writes_the_same_files_from_the_checked_reader_as_from_the_files(data_dir: Path) -> None:
@@ -213,7 +220,7 @@ def test_a_delta_refresh_writes_the_same_files_from_the_checked_reader_as_from_t
     assert orjson.loads((directory / meta.files["delta_dead"]).read_bytes()) == [1]
 
     reader = IndexReader(directory, meta)
-    reader.load(deep=True)  # before either run: the first one's Whoosh commit changes its files
+    reader.load(deep=True)  # before either run, every part the second run may reuse
     written = {}
     for use_reader in (False, True):
         result = delta.append(data_dir, directory, meta, reader if use_reader else None)

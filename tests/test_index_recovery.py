@@ -60,7 +60,8 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str, str]] = {
     "vectors-same-size": ("vectors-*.npy", same_size_junk, "celery", "vectors-"),
     "bm25-junk": ("bm25-*", junk, "celery", "bm25-"),
     "bm25-postings-same-size": ("bm25-rows-*.npy", same_size_junk, "celery", "bm25-rows-"),
-    "lexical-junk-phrase": ("lexical/*", junk, '"background jobs"', "lexical"),
+    "phrase-junk": ("bm25-sequence-*.npy", junk, '"background jobs"', "bm25-sequence-"),
+    "phrase-fields-junk": ("bm25-fields-*.npy", junk, '"background jobs"', "bm25-fields-"),
     "docs-junk": ("docs-*.jsonl", junk, "celery", "docs-"),
     "docs-same-size": ("docs-*.jsonl", same_size_junk, "celery", "docs-"),
     "table-junk": ("table-*.json", junk, "celery", "table-"),
@@ -110,7 +111,7 @@ def test_search_rebuilds_an_unreadable_index_and_answers(built: Path, cli, case:
     assert not [w for w in again["warnings"] if "unreadable" in w]
 
 
-@pytest.mark.parametrize("case", ["vectors-junk", "bm25-junk", "lexical-junk-phrase", "docs-junk", "table-junk", "graph-junk"])
+@pytest.mark.parametrize("case", ["vectors-junk", "bm25-junk", "phrase-junk", "docs-junk", "table-junk", "graph-junk"])
 def test_index_status_reports_and_lore_index_repairs_an_unreadable_index(built: Path, cli, case: str) -> None:
     pattern, how, query, named = CASES[case]
     damage(built, pattern, how)
@@ -129,11 +130,17 @@ def test_index_status_reports_and_lore_index_repairs_an_unreadable_index(built: 
     assert not [w for w in payload["warnings"] if "unreadable" in w]
 
 
-def junk_segments(data_dir: Path) -> None:
-    segments = [p for p in (generation(data_dir) / "lexical").iterdir() if p.is_file() and p.suffix != ".toc"]
-    assert segments
-    for path in segments:
-        same_size_junk(path)
+def junk_sequence(data_dir: Path) -> None:
+    damage(data_dir, "bm25-sequence-*.npy", same_size_junk)
+
+
+def decreasing_field_starts(data_dir: Path) -> None:
+    """A well-formed .npy of the right size whose field starts make no sense."""
+    import numpy as np
+
+    path = next(generation(data_dir).glob("bm25-fields-*.npy"))
+    starts = np.load(path)
+    np.save(path, starts[::-1].copy())
 
 
 def junk_middle_doc(data_dir: Path) -> None:
@@ -143,10 +150,11 @@ def junk_middle_doc(data_dir: Path) -> None:
     docs.write_bytes(b"".join(lines))
 
 
-# Same-size junk that only a query touching it can see: Whoosh (its table of contents
-# intact) is opened only for quoted phrases, a docs line is read only when shown.
+# Same-size junk that only a query touching it can see: the term sequence is opened only
+# for quoted phrases, a docs line is read only when shown.
 LATE: dict[str, tuple[Callable[[Path], None], str, str, str]] = {
-    "lexical-segments": (junk_segments, '"background jobs"', CELERY, "lexical"),
+    "phrase-sequence": (junk_sequence, '"background jobs"', CELERY, "bm25-sequence-"),
+    "phrase-field-starts": (decreasing_field_starts, '"background jobs"', CELERY, "bm25-fields-"),
     "middle-docs-line": (junk_middle_doc, "redis", "Pin the redis version", "docs-"),
 }
 
@@ -280,7 +288,7 @@ def test_a_reader_whose_generation_was_replaced_does_not_mark_the_new_one(built:
     reader, _ = mgr.open()
     assert cli("index", "--rebuild").exit_code == 0  # "another process": the old generation is gone
     with pytest.raises(IndexDamagedError) as caught:
-        _ = reader.lexical
+        reader.lexical.matching(["background jobs"])  # a quoted phrase reads the term sequence
     assert caught.value.replaced and "changed while it was being read" in caught.value.message
     assert mgr.read_meta() is not None and mgr.status().stale is False
 

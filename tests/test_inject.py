@@ -171,3 +171,19 @@ def test_a_quoted_title_spelled_differently_still_finds_the_memory(data_dir: Pat
     memory = Lore(data_dir=data_dir, project="games")
     assert target in [hit.id for hit in memory.search(question).hits]
     assert target in [item.id for item in memory.context(question).items]
+
+
+def test_a_session_start_removes_the_state_of_sessions_long_over(data_dir: Path) -> None:
+    import os
+    import time
+
+    from lore.agent.hook import SESSION_STATE_KEEP_S, prune_session_state, remember_injected
+    from lore.paths import state_dir
+
+    remember_injected("old-session", (), ("dec-1",), settings())
+    remember_injected("new-session", (), ("dec-2",), settings())
+    old = state_dir(settings()) / "injected" / "old-session.json"
+    long_ago = time.time() - SESSION_STATE_KEEP_S - 60
+    os.utime(old, (long_ago, long_ago))
+    assert prune_session_state(settings()) == 1
+    assert not old.exists() and injected_before("new-session", settings()) == ("dec-2",)

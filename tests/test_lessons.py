@@ -46,7 +46,7 @@ def lexical_only(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_model(spec: str | None = None):
         raise ModelError("no model in these tests")
 
-    monkeypatch.setattr("lore.embedder.get_embedder", no_model)
+    monkeypatch.setattr("lore.embedder.get_query_encoder", no_model)
 
 
 def lessons_in(data_dir: Path) -> list[dict]:

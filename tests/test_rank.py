@@ -68,6 +68,12 @@ def test_score_fusion_is_bounded_and_monotone(channel_scores: dict[str, dict[str
     assert again[item][0] >= fused[item][0] - 1e-9
 
 
+def test_a_subnormal_score_takes_at_most_its_channels_weight() -> None:
+    # Found by the property above: 1.5 * 5e-324 / 5e-324 is 2.0 (the product rounds up to 1e-323).
+    fused = fusion.score_fusion({"vector": ["a"]}, {"vector": {"a": 5e-324}}, {"bm25": 1.0, "vector": 1.5})
+    assert fused["a"][0] == 1.5 and fused["a"][2] == {"vector": 1.5}
+
+
 def test_rrf_matches_the_formula() -> None:
     fused = fusion.rrf({"vector": ["a", "b"], "bm25": ["b", "c"]}, {"vector": 1.0, "bm25": 0.6})
     assert fused["a"][0] == pytest.approx(1.0 / 61)

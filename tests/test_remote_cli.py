@@ -6,11 +6,9 @@ the CLI answering itself is the same command through the typer app in process. W
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -18,9 +16,8 @@ import pytest
 
 from lore.agent import client
 from lore.agent.remote import parse
-from lore.index.manager import IndexManager
 from lore.paths import Locations
-from tests.conftest import resolve_locations, settings
+from tests.conftest import settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # A question the injection decision answers: "how do we retry failed stripe charges" alone is
@@ -54,28 +51,10 @@ def lore(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120)
 
 
-def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, index_dir, settings()) != "pong":
-        if time.monotonic() > end:
-            pytest.fail("the helper did not answer a ping")
-        time.sleep(0.05)
-
-
 @pytest.fixture
-def helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Locations]:
-    shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = resolve_locations(data_dir)
-    IndexManager(locations).build()
-    monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
-    monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
-    started = lore("server", "start", "--idle", "120")
-    assert started.returncode == 0, started.stderr
-    try:
-        wait_for_helper(locations.index_dir)
-        yield locations
-    finally:
-        lore("server", "stop")
+def helper(demo_helper: Locations) -> Locations:
+    """The demo data served by a real warm helper (tests/conftest.py)."""
+    return demo_helper
 
 
 def answered_by_helper(locations: Locations) -> int:

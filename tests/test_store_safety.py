@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -14,9 +15,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lore import capture
+from lore.capture import WriteOptions
 from lore.store import Store
 from lore.store.audit import verify
-from tests.conftest import HAND_FIXTURE, read_jsonl
+from tests.conftest import HAND_FIXTURE, read_jsonl, resolve_locations
+from tests.conftest import settings as lore_settings
 
 DECISIONS = Path("journal/data/decisions.jsonl")
 PATTERNS = Path("patterns/data/patterns.yaml")
@@ -264,6 +268,138 @@ def test_eight_concurrent_writers_lose_nothing(initialised: Path, tmp_path: Path
     assert len(snapshot.records) == 2000
     checked, problem = verify(initialised)
     assert (checked, problem) == (2000, None)
+
+
+HOLDER = r"""
+import sys, time
+from pathlib import Path
+from lore.store.fileio import data_lock
+data_dir, held, release = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+with data_lock(data_dir):
+    held.touch()
+    while not release.exists():
+        time.sleep(0.005)
+"""
+
+
+def test_the_data_lock_excludes_other_processes_and_threads_and_re_enters(initialised: Path, tmp_path: Path) -> None:
+    import threading
+
+    from lore.errors import LockTimeoutError
+    from lore.store.fileio import data_lock
+
+    script, held, release = tmp_path / "holder.py", tmp_path / "held", tmp_path / "release"
+    script.write_text(HOLDER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    holder = subprocess.Popen([sys.executable, str(script), str(initialised), str(held), str(release)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not held.exists():
+            assert time.monotonic() < deadline and holder.poll() is None
+            time.sleep(0.01)
+        with pytest.raises(LockTimeoutError), data_lock(initialised, timeout=0.1):
+            pass  # another process holds it
+    finally:
+        release.touch()
+        holder.wait(timeout=60)
+    entered: list[str] = []
+    with data_lock(initialised), data_lock(initialised):  # re-entrant in one thread
+        thread = threading.Thread(target=lambda: _try_lock(initialised, entered))
+        thread.start()
+        thread.join()
+        assert entered == ["timed out"]  # another thread of this process waits like another process
+    thread = threading.Thread(target=lambda: _try_lock(initialised, entered))
+    thread.start()
+    thread.join()
+    assert entered == ["timed out", "entered"]
+    import filelock  # what lore locked the data dir with before (an older lore still running does)
+
+    with filelock.FileLock(str(initialised / ".lore.lock")), pytest.raises(LockTimeoutError), data_lock(initialised, timeout=0.1):
+        pass
+
+
+def _try_lock(data_dir: Path, entered: list[str]) -> None:
+    from lore.errors import LockTimeoutError
+    from lore.store.fileio import data_lock
+
+    try:
+        with data_lock(data_dir, timeout=0.1):
+            entered.append("entered")
+    except LockTimeoutError:
+        entered.append("timed out")
+
+
+# A process that waits for the go file, then writes: through the CLI (which hands the write to
+# a running helper) or straight through lore.capture (no helper), as argv[3] says.
+RACER = r"""
+import os, sys, time
+from pathlib import Path
+go, how, text = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+while not go.exists():
+    time.sleep(0.001)
+if how == "cli":
+    os.execv(sys.executable, [sys.executable, "-P", "-m", "lore", "remember", text, "--rationale", "raced " + text])
+from lore import capture
+from lore.store import Store
+capture.remember(Store(Path(os.environ["LORE_DATA_DIR"]), actor="direct"), text, project="p", rationale="raced " + text)
+"""
+
+
+@pytest.mark.slow
+def test_writes_through_the_helper_and_direct_writes_at_the_same_moment_land_once_each(
+    initialised: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lore.agent import client
+    from lore.errors import DuplicateError
+    from lore.index.manager import IndexManager
+
+    store = Store(initialised, actor="test")
+    for i in range(30):
+        capture_plain(store, f"Adopt queue worker {i} for the billing jobs")
+    locations = resolve_locations(initialised)
+    IndexManager(locations).build()
+    monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    started = subprocess.run([sys.executable, "-P", "-m", "lore", "server", "start", "--idle", "120"], env=env,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    try:
+        deadline = time.monotonic() + 60
+        while client.ask_server({"op": "ping"}, time.monotonic() + 1.0, locations.index_dir, lore_settings()) != "pong":
+            assert time.monotonic() < deadline, "the helper did not answer a ping"
+            time.sleep(0.05)
+        script, go = tmp_path / "racer.py", tmp_path / "go"
+        script.write_text(RACER)
+        texts = {how: [f"Raced {how} write {i} about the zebra ledger {i * 7}" for i in range(4)] for how in ("cli", "direct")}
+        procs = [subprocess.Popen([sys.executable, str(script), str(go), how, text], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for how, batch in texts.items() for text in batch]
+        go.touch()
+        for proc in procs:
+            _, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, err.decode()
+        # The CLI's writes were the helper's (it counts each just after answering: poll).
+        while (client.read_status(locations.index_dir, lore_settings()) or {}).get("writes") != len(texts["cli"]):
+            assert time.monotonic() < deadline + 120, client.read_status(locations.index_dir, lore_settings())
+            time.sleep(0.02)
+        titles = [r.title for r in store.load().records.values()]
+        for text in (*texts["cli"], *texts["direct"]):
+            assert titles.count(text) == 1, text
+        assert len(titles) == 30 + 8
+        assert verify(initialised) == (38, None)
+        # Each side's check saw the other's records: the same texts again are refused.
+        for text in texts["direct"]:
+            again = subprocess.run([sys.executable, "-P", "-m", "lore", "remember", text, "--rationale", "raced " + text],
+                                   env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+            assert again.returncode == 3, again.stderr
+        for text in texts["cli"]:
+            with pytest.raises(DuplicateError):
+                capture.remember(store, text, project="p", rationale="raced " + text)
+    finally:
+        subprocess.run([sys.executable, "-P", "-m", "lore", "server", "stop"], env=env, capture_output=True, timeout=120)
+
+
+def capture_plain(store: Store, text: str) -> None:
+    capture.remember(store, text, project="p", options=WriteOptions(check_duplicates=False))
 
 
 # -- git merges of two clones ------------------------------------------------------------

@@ -78,7 +78,7 @@ def test_the_bundled_model_identity_is_its_content_not_its_path_or_mtime(tmp_pat
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     other = subprocess.run(python_argv("-c", code), env=env, capture_output=True, text=True, check=True, timeout=60)
     assert marker.exists()  # that process did run the copy
-    assert other.stdout.strip() == model_identity() == f"bundled@{BUNDLED_MODEL_SHA256[:16]}"
+    assert other.stdout.strip() == model_identity(None) == f"bundled@{BUNDLED_MODEL_SHA256[:16]}"
 
 
 def test_the_recorded_digest_of_the_bundled_model_matches_its_files() -> None:

@@ -254,3 +254,22 @@ def test_a_helper_spawned_by_a_hook_warms_up_only_once_the_hook_has_exited(auto:
             caller.kill()
     status = wait_for(lambda: client.read_status(auto, settings()), what="the helper once its caller exited")
     assert isinstance(status, dict) and status["pid"] == pid
+
+
+@pytest.mark.slow
+def test_server_run_behind_root_options_serves_the_data_dir_they_name(auto: Path, indexed: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # `lore --data-dir D server run` goes through the CLI, which hands over to the helper's own entry:
+    # it used to serve the environment's data dir whatever the command line said.
+    monkeypatch.delenv("LORE_DATA_DIR", raising=False)
+    run = subprocess.Popen([sys.executable, "-P", "-m", "lore", "--data-dir", str(indexed), "server", "run", "--idle", "2"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        status = wait_for(lambda: client.read_status(auto, settings()), what="the helper's status")
+        assert isinstance(status, dict) and status["pid"] == run.pid  # the same process, become the helper
+        assert client.ask_server({"op": "ping"}, time.monotonic() + 10, auto, settings()) == "pong"
+        assert run.wait(timeout=60) == 0  # idle: it exits on its own
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()

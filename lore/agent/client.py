@@ -123,6 +123,64 @@ def ask_server_reply(request: dict[str, Any], deadline: float, index_dir: Path,
     return reply
 
 
+# What ``run_on_server`` returns when the helper took the command but its answer never came.
+LOST = {"ok": False, "lost": True}
+
+
+def run_on_server(request: dict[str, Any], deadline: float, index_dir: Path, settings: Directories) -> dict[str, Any] | None:
+    """Have the running helper run a command that writes; its reply, None if it did not start it, or ``LOST``.
+
+    Two steps, so that a command is never run twice: the helper answers ``ready`` (or
+    declines) before it does anything, then runs only once this side says ``go``. Before
+    ``go`` (no helper, a decline, no answer by ``deadline``) None: the caller runs the
+    command itself. After it, this side waits for the answer however long the command
+    takes, and a helper that dies meanwhile gives ``LOST``: the command may or may not
+    have run, and running it again here could store a record twice.
+    """
+    path = server_paths(index_dir, settings)["socket"]
+    if not path.exists() or deadline - time.monotonic() <= 0.01:
+        return None
+    import _socket
+
+    client = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        try:
+            client.settimeout(max(0.001, deadline - time.monotonic()))
+            client.connect(str(path))
+            client.sendall(json.dumps(request).encode() + b"\n")
+            ready, rest = _read_line(client, deadline)
+            if not isinstance(ready, dict) or not ready.get("ok") or not ready.get("ready"):
+                return None
+            client.settimeout(max(0.001, deadline - time.monotonic()))
+            client.sendall(b"go\n")
+        except (OSError, TimeoutError):
+            return None
+        try:
+            client.settimeout(None)  # committed: the command runs now, for as long as it takes
+            reply, _ = _read_line(client, None, rest)
+        except (OSError, TimeoutError):
+            return LOST
+        return reply if isinstance(reply, dict) else LOST
+    finally:
+        client.close()
+
+
+def _read_line(client: Any, deadline: float | None, data: bytes = b"") -> tuple[Any, bytes]:
+    """One JSON line from ``client`` (None if the connection closed first), and what came after it."""
+    while b"\n" not in data:
+        if deadline is not None:
+            client.settimeout(max(0.001, deadline - time.monotonic()))
+        chunk = client.recv(65536)
+        if not chunk:
+            return None, b""
+        data += chunk
+    line, _, rest = data.partition(b"\n")
+    try:
+        return json.loads(line), rest
+    except ValueError:
+        return None, rest
+
+
 def start_detached(index_dir: Path, settings: Directories, idle: int = DEFAULT_IDLE_S, data_dir: Path | None = None,
                    after_caller: bool = False, settle_s: float = 0.0) -> int:  # fmt: skip
     """Start a helper in its own session (it outlives this process by design); return its pid.

@@ -10,7 +10,10 @@ period (default 10 minutes), when its index is rebuilt or removed, when its
 data dir disappears, and when its resident memory passes ``LORE_SERVER_MAX_RSS_MB``
 (the next prompt starts a fresh one). ``lore server status|stop`` show and stop
 it; the hook falls back to in-process work whenever it does not answer.
-Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket.
+It also runs the write commands of `lore` processes (``_run_for_client``,
+lore.agent.remote), then adds them to its index from the index it holds.
+Protocol: one JSON line in, one JSON line out, per connection, on a Unix socket
+(a write: a line in, ``ready`` out, ``go`` in, the answer out).
 """
 
 from __future__ import annotations
@@ -145,6 +148,8 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
     last_used = time.monotonic()
     next_check = 0.0
     served = 0
+    writes = 0  # the commands it ran for `lore` processes (lore.agent.remote)
+    declined = 0  # requests it said no to (the asking process worked on its own)
     refreshes = 0
     measured_null = False  # the store's null evidence, at the first idle moment (lore/rank/null.py)
 
@@ -154,7 +159,7 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         current = session.reader
         status = {"pid": os.getpid(), "socket": str(paths["socket"]), "index_dir": str(locations.index_dir),
                   "data_dir": str(locations.data_dir), "started_at": started, "idle_exit_s": idle_seconds,
-                  "requests": served, "generation": generation.name,
+                  "requests": served, "writes": writes, "declined": declined, "generation": generation.name,
                   "revision": current.meta.revision if current is not None else None,
                   "refreshes": refreshes, "refreshing": refresher.busy(), "lore": code}  # fmt: skip
         tmp = paths["status"].with_suffix(".tmp")
@@ -162,6 +167,25 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
         tmp.replace(paths["status"])
 
     rss_limit = settings.server_max_rss_bytes
+    pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
+    from lore import capture
+
+    capture.SAVE_POOL_AFTER_WRITE = False  # saved between requests instead (after_writes)
+    written: float | None = None  # when the helper last ran a write whose after-work is pending
+
+    def after_writes() -> None:
+        """The index takes the writes in (the reader the helper holds serves the delta, in this
+        process), and the write check's pool is saved for CLI processes. Deferred until the
+        helper is idle or a read comes: a run of writes does not wait for it, a read sees them."""
+        nonlocal written, refreshes
+        if written is None:
+            return
+        written = None
+        if _refresh_in_process(manager, session):
+            refresher.stamp = _meta_stamp(manager)
+            refreshes += 1
+        _save_pool()
+
     write_status()
     reason = "stopped"
     try:
@@ -196,18 +220,27 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
             if resident is not None and resident > rss_limit:
                 reason = f"resident memory {resident / 1048576:.0f} MiB above the {rss_limit / 1048576:.0f} MiB bound"
                 break
-            if time.monotonic() >= next_check:
+            if time.monotonic() >= next_check and written is None:
                 # Stale-while-revalidate: requests are answered from the loaded index; a
                 # changed data dir (or an index refreshed by another process) is picked up
-                # in the background and swapped in when ready.
+                # in the background and swapped in when ready. After a write the helper ran,
+                # its own refresh comes first (``after_writes``).
                 next_check = time.monotonic() + REVALIDATE_S
                 if session.reader is not None and refresher.needed(manager, session.reader):
                     refresher.start()
                     write_status()
+            wait = ACCEPT_POLL_S if written is None else max(0.0, written + AFTER_WRITES_IDLE_S - time.monotonic())
+            listener.settimeout(max(0.001, wait))
             try:
                 conn, _ = listener.accept()
             except TimeoutError:
-                if not measured_null:
+                if written is not None and time.monotonic() >= written + AFTER_WRITES_IDLE_S:
+                    after_writes()
+                    write_status()
+                elif not pool_warm:
+                    pool_warm = True
+                    _warm_pool(locations, settings)
+                elif not measured_null:
                     measured_null = True
                     _measure_null(session)
                 continue
@@ -217,8 +250,13 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
                 raise
             last_used = time.monotonic()
             with conn:
-                _handle(conn, session, data_dir)
+                op = _handle(conn, session, data_dir, before_read=after_writes)
             served += 1
+            if op == "run":
+                written = time.monotonic()
+                writes += 1
+            elif op == "declined":
+                declined += 1
             write_status()
             next_check = 0.0  # revalidate right after answering, before the next accept
     except _Stopping:
@@ -239,6 +277,9 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
 # How often an idle helper compares its index with the data dir (it also does right
 # after each answer): staleness is a handful of stat calls.
 REVALIDATE_S = 1.0
+# After the writes it ran, how long the helper waits for another request before it brings
+# its index up to date (a read that comes first has it done at once).
+AFTER_WRITES_IDLE_S = 0.25
 # After a refresh that failed (or left the index as stale as it found it).
 REFRESH_RETRY_S = 30.0
 # How long the refresh waits for another process's build before giving up (and retrying later).
@@ -307,6 +348,8 @@ class _Refresher:
         self.locations = locations
         self.generation = generation
         self.stamp = stamp  # meta.json of the reader the helper serves from
+        # The helper's environment, read now: a write the helper runs swaps in its client's for a moment.
+        self.environ = dict(os.environ)
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.child: Any = None
@@ -405,7 +448,7 @@ class _Refresher:
         """Run ``refresh_child`` in a child process; its exit code, or None when stopped."""
         import subprocess
 
-        env = {**_ONE_CORE, **os.environ, "LORE_DATA_DIR": str(self.locations.data_dir),
+        env = {**_ONE_CORE, **self.environ, "LORE_DATA_DIR": str(self.locations.data_dir),
                "LORE_INDEX_DIR": str(self.locations.index_dir)}  # fmt: skip
         with self.lock:
             if self.stopping:
@@ -455,10 +498,16 @@ def refresh_child() -> int:
     return 0
 
 
-def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
-    """Answer one request from the loaded index, as it is; never refresh or build here."""
+def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any = None) -> str | None:
+    """Answer one request from the loaded index, as it is; never refresh or build here. Returns its op ("declined"
+    when the reply said no: the asking process works on its own).
+
+    ``before_read`` runs before a request that reads (the prompt hook, the session-start
+    block, a terminal search): the helper's pending work after the writes it ran.
+    """
     conn.settimeout(2.0)
     data = b""
+    request: Any = None
     try:
         while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
             chunk = conn.recv(65536)
@@ -467,6 +516,10 @@ def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
             data += chunk
         request = json.loads(data)
         reply: dict[str, Any]
+        if request.get("op") == "run":
+            return "run" if _run_for_client(conn, request, data_dir) else "declined"
+        if request.get("op") in ("context", "session", "cli") and before_read is not None:
+            before_read()
         reader = session.reader
         if request.get("op") == "ping":
             reply = {"ok": True, "text": "pong"}
@@ -499,12 +552,111 @@ def _handle(conn: socket.socket, session: Any, data_dir: str) -> None:
                                            seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())  # fmt: skip
             reply = {"ok": True, "text": text, "ids": list(ids)}
         conn.sendall(json.dumps(reply).encode() + b"\n")
+        if not reply.get("ok"):
+            return "declined"
     except (BrokenPipeError, ConnectionResetError):
-        return  # the hook gave up (its deadline passed): nothing to report
+        return None  # the hook gave up (its deadline passed): nothing to report
+    except _Stopping:
+        raise
     except Exception as exc:
         log_failure("server", repr(exc))
         with contextlib.suppress(OSError):
             conn.sendall(json.dumps({"ok": False, "error": str(exc)}).encode() + b"\n")
+    return request.get("op") if isinstance(request, dict) else None
+
+
+def _run_for_client(conn: socket.socket, request: dict[str, Any], data_dir: str) -> bool:
+    """A write command for a `lore` process (lore.agent.remote): ready, go, run, answer. Whether it ran.
+
+    Nothing is done before the client says ``go`` (it runs the command itself otherwise),
+    and once it has, the command runs to its end and is answered before SIGTERM or SIGINT
+    (held back meanwhile) can stop the helper: a client whose helper died after ``go``
+    cannot know whether the record was stored.
+    """
+    import signal
+
+    from lore.agent.remote import run_command
+
+    if request.get("data_dir") is None or not _same_dir(request["data_dir"], data_dir):
+        conn.sendall(json.dumps({"ok": False, "error": f"this helper serves {data_dir}"}).encode() + b"\n")
+        return False
+    conn.sendall(b'{"ok": true, "ready": true}\n')
+    go = b""
+    with contextlib.suppress(OSError):
+        while not go.endswith(b"\n") and len(go) < 16:
+            chunk = conn.recv(16)
+            if not chunk:
+                break
+            go += chunk
+    if go != b"go\n":
+        return False  # the client gave up first and runs it itself
+    held = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        try:
+            reply = run_command(request, data_dir)
+            answer = json.dumps(reply).encode() + b"\n"
+        except Exception as exc:
+            # Maybe run, maybe not: never "declined", which would make the client run it again.
+            log_failure("server", f"run: {exc!r}")
+            reply = {"ok": False, "error": repr(exc)}
+            answer = json.dumps(reply).encode() + b"\n"
+        with contextlib.suppress(OSError):
+            conn.settimeout(5.0)
+            conn.sendall(answer)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+    return reply.get("declined") is not True
+
+
+def _refresh_in_process(manager: Any, session: Any) -> bool:
+    """After a write it ran: the index's delta segment from the reader the helper holds, swapped in. Whether it was."""
+    reader = session.reader
+    if reader is None:
+        return False
+    try:
+        meta = manager.append_delta(reader)
+        if meta is None:
+            return False  # the refresher (a child process) brings it up to date
+        from lore.index.manager import IndexReader
+
+        fresh = IndexReader(reader.directory, meta)
+        _warm(fresh)
+    except Exception as exc:
+        log_failure("server-refresh", f"in process: {exc!r}")
+        return False
+    session.reader, session.warnings = fresh, []
+    reader.close()
+    return True
+
+
+def _warm_pool(locations: Any, settings: Any) -> None:
+    """What a first write needs, so it is warm too: the CLI's commands (~0.1 s to import and build) and the
+    write check's pool when a cache file of it exists (~20 ms at 10,000 decisions). Without one the first
+    write builds it: a whole read of the store (1-2 s at 10,000), which would hold up the prompts here."""
+    try:
+        from lore.cli.app import prepare
+        from lore.curate.pool import cache_path, pool_for
+        from lore.paths import write_check_dir
+        from lore.store import Store
+
+        prepare()
+        if cache_path(locations.data_dir, write_check_dir(settings)).exists():
+            pool = pool_for(locations.data_dir, write_check_dir(settings))
+            with pool.lock:
+                pool.refresh(Store(locations.data_dir))
+    except Exception as exc:
+        log_failure("server", f"write pool: {exc!r}")
+    _save_pool()
+
+
+def _save_pool() -> None:
+    try:
+        from lore.curate.pool import save
+
+        save()
+    except Exception as exc:
+        log_failure("server", f"write pool: {exc!r}")
 
 
 def _same_dir(requested: Any, data_dir: str) -> bool:

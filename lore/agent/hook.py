@@ -550,7 +550,38 @@ def run_session_start_hook(args: list[str], stdin: Any = None, stdout: Any = Non
         from lore.agent.client import SESSION_SETTLE_S
 
         start_helper(spawn_for, settings, SESSION_SETTLE_S)
+    if settings is not None:
+        prune_session_state(settings)
     return 0
+
+
+# Per-session state (the memories a session was handed, Antigravity's last answered turn) is
+# useless once the session is over; a session start (once per session, after its answer is
+# out) removes the files untouched for this long, so they never pile up.
+SESSION_STATE_KEEP_S = 14 * 86400
+
+
+def prune_session_state(settings: Settings, now: float | None = None) -> int:
+    """Remove per-session state files older than ``SESSION_STATE_KEEP_S``; how many went (never raises)."""
+    removed = 0
+    try:
+        from lore.paths import state_dir
+
+        cutoff = (now if now is not None else time.time()) - SESSION_STATE_KEEP_S
+        for folder in ("injected", "turns"):
+            directory = state_dir(settings) / folder
+            if not directory.is_dir():
+                continue
+            for path in directory.iterdir():
+                try:
+                    if path.is_file() and path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed += 1
+                except OSError:
+                    continue
+    except Exception as exc:
+        log_failure("prune", repr(exc))
+    return removed
 
 
 SESSION_ASK_S = 0.5

@@ -380,7 +380,10 @@ def serve_wire(wire_in: int, wire_out: int, load: Callable[[], tuple[Any, Any]],
 
     if signals:
         sdk.exit_on_signals(prepared.lore)
-    sdk.run_lines(prepared.server, read_line, write_line)
+    try:
+        sdk.run_lines(prepared.server, read_line, write_line)
+    finally:
+        sdk.save_pools()
 
 
 def remember_handshakes(locations: Locations, *, settings: Settings) -> list[str]:

@@ -11,8 +11,14 @@ buffer with the asking terminal's width and environment). Anything else, no help
 or a helper whose index is behind the data files (the CLI then refreshes it first):
 the full CLI answers, as before.
 
-The client side (``run_remote``) imports only the standard library and ``lore.paths``;
-the helper side (``answer``) imports what the CLI would.
+The write commands (``WRITE_COMMANDS``) go to the helper whole: ``run_remote_command``
+sends the arguments, environment and working directory, and the helper runs the CLI
+command itself (``run_command``), in two steps so that a write never runs twice
+(``lore.agent.client.run_on_server``).
+
+The client side (``run_remote``, ``run_remote_command``) imports only the standard
+library and ``lore.paths``; the helper side (``answer``, ``run_command``) imports what
+the CLI would.
 """
 
 from __future__ import annotations
@@ -143,6 +149,162 @@ def run_remote(args: list[str]) -> int | None:
         # As the CLI: a reader that went away early (`| head`) is not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+# The commands a running helper runs for a `lore` process: the writes (they need the duplicate
+# check's pool and encoder, which the helper keeps warm), and `lesson show`, which shares `lesson`.
+WRITE_COMMANDS = frozenset({"remember", "learn", "lesson", "handoff", "fail", "observe", "capture"})
+# The root options (lore.cli.base.main_options) that may come before the command: with a value, and flags.
+_ROOT_VALUED = {"--data-dir": 0, "--index-dir": 1, "--project": 2, "-P": 2}
+
+
+def locate(args: list[str]) -> tuple[str | None, str | None] | None:
+    """The ``--data-dir`` and ``--index-dir`` given before a write command in ``args``; None if it is not one.
+
+    Only finds the helper to ask: the helper parses ``args`` with the CLI itself. Anything
+    else before the command (``--debug``, ``--version``, a typo) is left to the CLI.
+    """
+    given: list[str | None] = [None, None, None]
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        arg = args[i]
+        name, equals, value = arg.partition("=")
+        if arg in _ROOT_VALUED and i + 1 < len(args):
+            given[_ROOT_VALUED[arg]] = args[i + 1]
+            i += 1
+        elif equals and name in _ROOT_VALUED and name != "-P":
+            given[_ROOT_VALUED[name]] = value
+        elif arg.startswith("-P") and len(arg) > 2:
+            given[2] = arg[2:]
+        else:
+            return None  # --debug (a traceback is for the terminal that asked), --version, a typo
+        i += 1
+    if i >= len(args) or args[i] not in WRITE_COMMANDS or "--help" in args or "-h" in args:
+        return None
+    return given[0], given[1]
+
+
+def run_remote_command(args: list[str]) -> int | None:
+    """Have the running helper run the write command ``args``: print what the CLI prints, return its exit code.
+
+    None when no helper started it (none runs, it declined, it did not answer in time, or
+    click could not parse ``args``): the CLI runs the command then.
+    """
+    located = locate(args)
+    if located is None:
+        return None
+    try:
+        from lore.paths import Locations
+        settings = EnvironmentDirectories(os.environ)  # this surface's edge: read once, passed down
+        locations = Locations.resolve(*located, settings)
+        if not locations.data_dir.is_dir():
+            return None  # the CLI reports it (or creates the default one)
+        from lore.agent.client import LOST, run_on_server
+
+        request = {"op": "run", "argv": args, "data_dir": str(locations.data_dir.resolve()), "cwd": os.getcwd(),
+                   "environ": dict(os.environ), "tty": sys.stdout.isatty(), "err_tty": sys.stderr.isatty()}  # fmt: skip
+        reply = run_on_server(request, time.monotonic() + REMOTE_TIMEOUT_S, locations.index_dir, settings)
+    except Exception:  # whatever went wrong before the helper started it, the CLI runs it
+        return None
+    if reply is None or reply.get("declined") is True:
+        return None  # nothing ran: the CLI runs it
+    if reply is LOST or not isinstance(reply.get("code"), int) or not isinstance(reply.get("output"), list):
+        # It started, and no answer came: running it again here could store the record twice.
+        sys.stderr.write("Error: the warm helper took this command and did not answer; it may or may not have "
+                         "run\nHint: check with `lore list` before running it again\n")  # fmt: skip
+        return 1
+    try:
+        for fd, text in reply.get("output") or []:
+            stream = sys.stdout if fd == 1 else sys.stderr
+            stream.write(text)
+            stream.flush()
+    except BrokenPipeError:
+        # As the CLI: a reader that went away early is not an error.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return int(reply["code"])
+
+
+def run_command(request: dict[str, Any], data_dir: str) -> dict[str, Any]:
+    """The helper's side of ``run_remote_command``: the CLI command, in this process, as the asking process runs it.
+
+    With its environment and working directory (so the same settings, project and actor),
+    and its output captured in the order it was written, ANSI codes kept or stripped as
+    click does for the asking process's streams. ``declined``: click could not parse the
+    arguments, nothing ran.
+    """
+    import contextlib
+
+    from lore.cli.app import run_parsed
+
+    argv, environ, cwd = request.get("argv"), request.get("environ"), request.get("cwd")
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(environ, dict)
+            and isinstance(cwd, str) and locate(argv) is not None):  # fmt: skip
+        return {"ok": True, "declined": True}  # not a request this side runs: nothing ran
+    output: list[list[Any]] = []
+    out = _Captured(1, output, bool(request.get("tty")))
+    err = _Captured(2, output, bool(request.get("err_tty")))
+    if not os.path.isdir(cwd):
+        return {"ok": True, "declined": True}  # its working directory is gone: it says so itself
+    with _AsClient(environ, cwd):
+        from lore.paths import Locations
+
+        located = locate(argv)
+        assert located is not None
+        if str(Locations.resolve(*located, EnvironmentDirectories(os.environ)).data_dir.resolve()) != data_dir:
+            return {"ok": True, "declined": True}  # not this helper's data dir after all
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = run_parsed(argv)
+    if code is None:
+        return {"ok": True, "declined": True}
+    return {"ok": True, "code": code, "output": output}
+
+
+class _Captured:
+    """A text stream that records what is written to it, in order with its sibling (``output``)."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, fd: int, output: list[list[Any]], tty: bool) -> None:
+        self.fd, self.output, self.tty = fd, output, tty
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # click probes a stream with b"": a text stream refuses bytes
+            raise TypeError("write() argument must be str")
+        if text:
+            if self.output and self.output[-1][0] == self.fd:
+                self.output[-1][1] += text
+            else:
+                self.output.append([self.fd, text])
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return self.tty  # click strips ANSI codes from what it echoes to a stream that is not a terminal
+
+    def writable(self) -> bool:
+        return True
+
+
+class _AsClient:
+    """The asking process's environment and working directory, for the time of a command (the helper's after)."""
+
+    def __init__(self, environ: dict[str, Any], cwd: str) -> None:
+        self.environ = {str(key): str(value) for key, value in environ.items()}
+        self.cwd = cwd
+
+    def __enter__(self) -> None:
+        self.saved, self.here = dict(os.environ), os.getcwd()
+        os.chdir(self.cwd)  # gone: OSError, and the client runs the command itself
+        os.environ.clear()
+        os.environ.update(self.environ)
+
+    def __exit__(self, *exc: object) -> None:
+        os.environ.clear()
+        os.environ.update(self.saved)
+        os.chdir(self.here)
 
 
 def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:

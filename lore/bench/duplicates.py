@@ -164,10 +164,10 @@ def threshold_on_dev(values: list[float], pairs: list[dict[str, Any]]) -> float:
 
 def evaluate_pairs(progress: Callable[[str], None] | None = None, *, use_model: bool = True) -> dict[str, Any]:
     from lore.bench import settings
-    from lore.embedder import get_embedder
+    from lore.embedder import get_query_encoder
 
     pairs = load_pairs()
-    embed = get_embedder(settings().embed_model).encode if use_model else None
+    embed = get_query_encoder(settings().embed_model).encode if use_model else None  # what the write check embeds with
     if progress:
         progress(f"duplicates: {len(pairs)} labelled pairs")
     split = {s: [i for i, p in enumerate(pairs) if p["split"] == s] for s in ("dev", "test")}

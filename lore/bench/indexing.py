@@ -1,9 +1,10 @@
 """Index build cost: lore's full build and single-record refresh beside a bare Whoosh writer.
 
-The bare writer indexes exactly the text lore gives Whoosh (``Record.fields()``)
-with the same schema (``lore.index.lexical.schema()``), single-process, and
-nothing else: the gap between the two is what lore adds on top of Whoosh
-(loading the store, the records table, the graph, embeddings, the manifest).
+The bare writer indexes the text lore gave Whoosh (``Record.fields()``) with the
+schema it used (``lore.index.lexical.schema()``), single-process, and nothing else.
+Builds wrote that index until format 11 (quoted phrases now come from the BM25
+index's term sequence: docs/whoosh-choice.md); the row stays as the reference the
+build is measured against, the part that once took most of it.
 The embedding model is loaded before any timing starts (a separate embedding
 worker process, where lore uses one, loads its own inside the timing).
 """

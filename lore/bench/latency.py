@@ -7,6 +7,7 @@ on the machine spreads evenly over them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,10 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from lore.bench import bash_original
+from lore.bench import locations as bench_locations
 from lore.interpreter import lore_argv
 
 Progress = Callable[[str], None]
 
+
+# The ratio base of every whole-process figure: the interpreter starting and stopping.
+PYTHON_PASS = [sys.executable, "-c", "pass"]
 
 def _quiet(message: str) -> None:
     return None
@@ -59,6 +64,7 @@ class Sample:
     maxrss_kb: int
     returncode: int
     stdout: bytes
+    cpu_ms: float = -1.0  # user + system time (GNU time): less moved by other work on a shared machine than wall time
 
 
 TIME_BIN = Path("/usr/bin/time")
@@ -71,20 +77,22 @@ def run_once(command: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: b
     spawned straight from the harness would report the harness's own RSS,
     which Linux carries over into the child's high-water mark at exec.
     """
-    rss_kb = -1
+    rss_kb, cpu_ms = -1, -1.0
     with tempfile.NamedTemporaryFile(prefix="lore-bench-rss-") as rss_file:
         full = list(command)
         if TIME_BIN.exists():
-            full = [str(TIME_BIN), "-f", "%M", "-o", rss_file.name, *full]
+            full = [str(TIME_BIN), "-f", "%U %S %M", "-o", rss_file.name, *full]
         started = time.perf_counter()
         done = subprocess.run(full, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
                               capture_output=True, env=dict(env), cwd=cwd, check=False)  # fmt: skip
         elapsed = (time.perf_counter() - started) * 1000
         if TIME_BIN.exists():
-            lines = Path(rss_file.name).read_text(errors="replace").split()
-            if lines and lines[-1].isdigit():
-                rss_kb = int(lines[-1])
-    return Sample(elapsed, rss_kb, done.returncode, done.stdout)
+            fields = Path(rss_file.name).read_text(errors="replace").split()
+            if len(fields) >= 3 and fields[-1].isdigit():  # (a failed command's line comes first)
+                rss_kb = int(fields[-1])
+                with contextlib.suppress(ValueError):
+                    cpu_ms = (float(fields[-3]) + float(fields[-2])) * 1000
+    return Sample(elapsed, rss_kb, done.returncode, done.stdout, cpu_ms)
 
 
 def summary(values: Sequence[float]) -> dict[str, float]:
@@ -139,7 +147,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     def commands(i: int) -> dict[str, tuple[list[str], bytes | None, dict[str, str]]]:
         query = queries[i % len(queries)]
         return {
-            "python -c pass": ([sys.executable, "-c", "pass"], None, env),
+            "python -c pass": ([*PYTHON_PASS], None, env),
             "grep -ril": (["grep", "-ril", first_content_word(query), str(data_dir)], None, env),
             "lore search --json": ([*lore, "search", query, "--json"], None, env),
             "lore hook prompt (cold)": ([*lore, "hook", "prompt"], hook_event(query, cwd), env),
@@ -219,3 +227,127 @@ def stage_timings(data_dir: Path, index_dir: Path, queries: Sequence[str], now: 
             per_stage.setdefault(stage, []).append(float(ms))
     searcher.close()
     return {stage: summary(values) for stage, values in per_stage.items()}
+
+
+# The rows of the write measurement (``measure_writes``).
+WRITE_COLD = "lore remember (no helper)"
+WRITE_WARM = "lore remember (warm helper running)"
+MCP_REMEMBER = "MCP remember (lore mcp, one server)"
+
+
+def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Sequence[tuple[str, str]], *, runs: int,
+                   progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
+    """Whole-process `lore remember` without and with a warm helper, each beside `python -c pass`; MCP `remember`.
+
+    Each phase runs ``runs`` rounds after a warm-up round, each round a `python -c pass`
+    and a `lore remember` of a new decision (``decisions``: (decision, rationale), one per
+    run, none stored yet), so the floor is measured alongside. Without a helper the
+    duplicate check's pool comes from the cache file the previous write left (the
+    warm-up round's write builds it). With one, the helper runs each write (the round's
+    reply counts are checked against its request counter). MCP: one `lore mcp` over stdio,
+    a `tools/call remember` per run after a first call that loads what the check needs.
+    The store grows by the decisions written: measure it last.
+    """
+    from lore.bench.mcpstart import INITIALIZE, _Client
+    from lore.index.manager import IndexManager
+
+    state, cache, cwd = work / "state", work / "cache", work / "cwd"
+    for path in (state, cache, cwd):
+        path.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("LORE_LLM_CMD", "LORE_HOOK", "LORE_SERVER", "LORE_ACTOR")}
+    env.update(LORE_DATA_DIR=str(data_dir), LORE_INDEX_DIR=str(index_dir), LORE_STATE_DIR=str(state),
+               LORE_CACHE_DIR=str(cache), LORE_SERVER="off", PYTHONDONTWRITEBYTECODE="1")  # fmt: skip
+    lore = lore_command()
+    compile_bytecode()
+    texts = iter(decisions)
+    samples: dict[str, list[Sample]] = {}
+    floors: dict[str, list[float]] = {}
+    cpu_floors: dict[str, list[float]] = {}
+    notes: list[str] = []
+
+    def phase(row: str) -> None:
+        for i in range(runs + 1):  # round 0 is the warm-up
+            floor = run_once([*PYTHON_PASS], env, cwd)
+            decision, rationale = next(texts)
+            sample = run_once([*lore, "remember", f"--rationale={rationale}", "--", decision], env, cwd)
+            if i > 0:
+                floors.setdefault(row, []).append(floor.ms)
+                cpu_floors.setdefault(row, []).append(floor.cpu_ms)
+                samples.setdefault(row, []).append(sample)
+            progress(f"writes: {row}, round {i}/{runs}")
+
+    phase(WRITE_COLD)
+    IndexManager(bench_locations(data_dir, index_dir)).build()  # untimed: the helper serves a current index
+    started = subprocess.run([*lore, "server", "start", "--idle", "300"], env=env, cwd=cwd, capture_output=True,
+                             check=False, timeout=300)  # fmt: skip
+    if started.returncode == 0:
+        try:
+            before = _helper_writes(cache, index_dir)
+            phase(WRITE_WARM)
+            deadline = time.monotonic() + 30  # the helper counts a write just after answering it
+            while _helper_writes(cache, index_dir) - before < runs + 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            answered = _helper_writes(cache, index_dir) - before
+            if answered < runs + 1:
+                notes.append(f"the helper ran {answered} of the {runs + 1} writes (the others ran in their own process)")
+        finally:
+            subprocess.run([*lore, "server", "stop"], env=env, cwd=cwd, capture_output=True, check=False, timeout=60)
+    else:
+        notes.append("lore server start failed: " + started.stderr.decode(errors="replace")[-300:])
+
+    result: dict[str, Any] = {"runs": runs, "commands": {}, "notes": notes, "load_average": _load()}
+    for row, got in samples.items():
+        floor = statistics.median(floors[row])
+        figures: dict[str, Any] = {"python -c pass p50": round(floor, 2), **summary([s.ms for s in got])}
+        figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
+        cpu = [s.cpu_ms for s in got if s.cpu_ms >= 0]
+        figures["cpu_ms_p50"] = round(statistics.median(cpu), 1) if cpu else None
+        floor_cpu = [c for c in cpu_floors.get(row, []) if c >= 0]
+        figures["python -c pass cpu_ms_p50"] = round(statistics.median(floor_cpu), 1) if floor_cpu else None
+        rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
+        figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
+        figures["exit_codes"] = {str(code): sum(1 for s in got if s.returncode == code) for code in sorted({s.returncode for s in got})}
+        result["commands"][row] = figures
+
+    # MCP: one server, its remember tool called once per run (the first call loads what the check needs).
+    mcp = _Client([*lore, "mcp"], env, cwd)
+    try:
+        mcp.send(INITIALIZE)
+        mcp.reply(1)
+        mcp.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        calls: list[float] = []
+        errors = 0
+        for i in range(runs + 1):
+            decision, rationale = next(texts)
+            begun = time.perf_counter()
+            mcp.send({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                      "params": {"name": "remember", "arguments": {"decision": decision, "rationale": rationale}}})  # fmt: skip
+            reply = mcp.reply(10 + i)
+            calls.append((time.perf_counter() - begun) * 1000)
+            errors += bool(reply.get("error") or reply.get("result", {}).get("isError"))
+        figures = {"first call ms": round(calls[0], 2), **summary(calls[1:]), "errors": errors}
+        result["commands"][MCP_REMEMBER] = figures
+    except (OSError, TimeoutError, EOFError, ValueError) as error:
+        notes.append(f"MCP remember not measured: {error!r}")
+    finally:
+        mcp.close()
+    return result
+
+
+def _load() -> list[float] | None:
+    """The machine's load average (1, 5, 15 min) when the figures were taken: the wall times move with it."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _helper_writes(cache: Path, index_dir: Path) -> int:
+    """The writes the helper of ``index_dir`` ran, from its status file in the measured processes' cache dir."""
+    from lore.agent.client import _key
+
+    try:
+        status = json.loads((cache / "server" / f"{_key(index_dir)}.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    return int(status.get("writes", 0)) if isinstance(status, dict) else 0

@@ -188,6 +188,30 @@ def latency_table(size: str, result: dict[str, Any]) -> Table:
     return table
 
 
+def writes_table(size: str, result: dict[str, Any]) -> Table:
+    """`lore remember` without and with the warm helper, each beside its own `python -c pass`; MCP remember."""
+    table = Table(title=f"Write latency at {int(size):,} decisions, whole process ({result['runs']} runs after a warm-up, "
+                        "alternating with python -c pass)")  # fmt: skip
+    for column in ("command", "p50 ms", "p95 ms", "python -c pass p50 ms", "x python floor", "CPU p50 ms", "peak RSS MiB",
+                   "exit codes"):  # fmt: skip
+        table.add_column(column, justify="left" if column == "command" else "right")
+    for name, f in result["commands"].items():
+        codes = f.get("exit_codes")
+        shown = ", ".join(f"{code}: {count}" for code, count in codes.items()) if codes else f"errors: {f.get('errors', 0)}"
+        table.add_row(name, _f(f.get("p50"), 1), _f(f.get("p95"), 1), _f(f.get("python -c pass p50"), 1),
+                      _f(f.get("ratio_to_python_floor"), 2), _f(f.get("cpu_ms_p50"), 1), _f(f.get("peak_rss_mib"), 1),
+                      shown)  # fmt: skip
+    notes = list(result.get("notes") or [])
+    if result.get("load_average"):
+        notes.append("load average at the end " + " / ".join(f"{x:.2f}" for x in result["load_average"]))
+    mcp = result["commands"].get("MCP remember (lore mcp, one server)")
+    if mcp and mcp.get("first call ms") is not None:
+        notes.append(f"MCP: the server's first remember {mcp['first call ms']:.0f} ms (it loads what the check needs)")
+    if notes:
+        table.caption = "; ".join(notes)
+    return table
+
+
 def stages_table(sizes: dict[str, Any]) -> Table | None:
     with_stages = {n: s["stages"] for n, s in sizes.items() if s.get("stages")}
     if not with_stages:
@@ -214,7 +238,7 @@ def indexing_table(sizes: dict[str, Any]) -> Table | None:
         return None
     table = Table(title="Indexing (model loaded beforehand; bare = single-process Whoosh, same schema and text; process = `lore index` as a process, medians of pairs)")
     for column in ("decisions", "full build s", "bare Whoosh s", "full/bare", "incremental s", "beyond no-op s", "rebuild/incremental",
-                   "index MiB", "bare MiB", "lexical / embed / table s", "process: no-op s", "process: beyond no-op s"):  # fmt: skip
+                   "index MiB", "bare MiB", "bm25 / embed / table s", "process: no-op s", "process: beyond no-op s"):  # fmt: skip
         table.add_column(column, justify="right")
     for n, ix in rows.items():
         full, bare, inc = ix.get("full", {}), ix.get("bare_whoosh", {}), ix.get("incremental", {})
@@ -223,7 +247,7 @@ def indexing_table(sizes: dict[str, Any]) -> Table | None:
                       _f(inc.get("seconds_p50"), 2), _f(inc.get("beyond_noop_seconds_p50"), 3),
                       _f(ix.get("ratio_rebuild_to_incremental"), 1),
                       _mib(full.get("index_bytes")), _mib(bare.get("index_bytes")),
-                      " / ".join(_f(phases.get(k), 1) for k in ("lexical", "embeddings", "table_graph")),
+                      " / ".join(_f(phases.get(k), 1) for k in ("bm25", "embeddings", "table_graph")),
                       _f(ix.get("process", {}).get("noop_seconds_p50"), 3),
                       _f(ix.get("process", {}).get("beyond_noop_seconds_p50"), 3))  # fmt: skip
     return table
@@ -391,7 +415,8 @@ def stream_tables(result: dict[str, Any]) -> list[Table]:
     """The prompt stream: what reaches the agent per policy and path, and the test split's trade-off curve."""
     tables = []
     for split in ("test", "dev"):
-        table = Table(title=f"Prompt stream, {split} split ({result['prompts']} prompts in all, 32 sessions, two stores): "
+        scope = "16 sessions, the demo store (--quick)" if result.get("quick") else "32 sessions, two stores"
+        table = Table(title=f"Prompt stream, {split} split ({result['prompts']} prompts in all, {scope}): "
                             "what the hook hands the agent")  # fmt: skip
         for column in ("path", "policy", "store", "hit", "hit strict", "unanswerable left empty", "precision",
                        "chars/prompt", "chars/block", "items/block"):  # fmt: skip
@@ -405,6 +430,14 @@ def stream_tables(result: dict[str, Any]) -> list[Table]:
         table.caption = ("lore: the injection decision; always: the first five hits of every non-trivial prompt; before: "
                          "the block before the decision (gap verdict, whole summaries). hit: answerable prompts whose "
                          "block holds a relevant record or whose session was handed one earlier; strict: in this block")
+        tables.append(table)
+    margins = result.get("margins") or {}
+    if margins:
+        table = Table(title="Prompt stream: the injection decision's hit rate minus injecting always (95% paired bootstrap)")
+        for column in ("split", "warm", "cold"):
+            table.add_column(column, justify="left" if column == "split" else "right")
+        for split, paths in margins.items():
+            table.add_row(split, *(f"{paths[p]['diff']:+.3f} [{paths[p]['lo']:+.3f}, {paths[p]['hi']:+.3f}]" for p in ("warm", "cold")))
         tables.append(table)
     curve = Table(title="Prompt stream, test split: unanswerable prompts left empty against hit rate, as the gate moves")
     for column in ("gate", "warm hit", "warm left empty", "cold hit", "cold left empty"):
@@ -439,6 +472,9 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
     for n, entry in sizes.items():
         if entry.get("latency"):
             console.print(latency_table(n, entry["latency"]))
+    for n, entry in sizes.items():
+        if entry.get("writes"):
+            console.print(writes_table(n, entry["writes"]))
     for n, entry in sizes.items():
         if entry.get("first_prompt"):
             console.print(first_prompt_table(n, entry["first_prompt"]))

@@ -24,6 +24,7 @@ class BenchSettings:
     only: Sequence[str] = DEFAULT_SECTIONS
     sets: Sequence[str] = SETS
     latency_runs: int = 15
+    write_runs: int = 20  # `lore remember` per phase (the write goals ask for a median of at least 20)
     build_repeats_small: int = 3  # full builds at sizes <= 1,000 (one at larger sizes)
     incremental_repeats: int = 3
     process_repeats: int = 7  # whole-process `lore index` pairs (no-op, one new record) per size
@@ -37,7 +38,7 @@ class BenchSettings:
 
     @classmethod
     def for_quick(cls, only: Sequence[str] = DEFAULT_SECTIONS) -> BenchSettings:
-        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5, build_repeats_small=1, incremental_repeats=1, process_repeats=3,
+        return cls(quick=True, sizes=(1000,), only=only, latency_runs=5, write_runs=5, build_repeats_small=1, incremental_repeats=1, process_repeats=3,
                    stage_queries=20, first_prompt_rounds=3, soak_size=1000, soak_prompts=200, soak_writes=20)  # fmt: skip
 
 
@@ -101,6 +102,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
     results: dict[str, Any] = {
         "machine": corpora.machine_info(),
         "settings": {"quick": settings.quick, "sizes": list(settings.sizes), "only": list(settings.only),
+                     "write_runs": settings.write_runs,
                      "sets": list(settings.sets), "latency_runs": settings.latency_runs,
                      "shared_dir": str(shared)},
         "harness_seconds": {},
@@ -144,7 +146,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
 
             t = time.perf_counter()
             try:
-                results["stream"] = stream.run(shared, work, progress)
+                results["stream"] = stream.run(shared, work, progress, quick=settings.quick)
             except Exception as error:
                 failed("stream", error)
             results["harness_seconds"]["stream"] = round(time.perf_counter() - t, 1)
@@ -197,7 +199,8 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             loaded = corpora.load_questions()
             questions = [q["question"] for q in loaded]
             answerable = [q["question"] for q in loaded if q.get("answerable", True)]
-            commits_all = corpora.load_commits(shared, max(settings.sizes))
+            # The commits after the largest store's: the new decisions the write latency stores.
+            commits_all = corpora.load_commits(shared, max(settings.sizes) + 3 * (settings.write_runs + 1) + 10)
             for size in sorted(settings.sizes):
                 t = time.perf_counter()
                 entry: dict[str, Any] = {}
@@ -287,6 +290,14 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         progress(f"indexing {size}: whole-process lore index, no-op vs one new decision x{settings.process_repeats}")
         entry["indexing"]["process"] = indexing.whole_process(data_dir, index_dir, work / f"size-{size}-process",
                                                               settings.process_repeats, raws[0]["timestamp"])  # fmt: skip
+    if "latency" in settings.only:
+        # Last: it adds decisions to the store. New ones, from the commits after the store's.
+        runs = settings.write_runs
+        fresh, _, _ = corpora.commit_raws(commits_all[size : size + 3 * (runs + 1) + 10])
+        progress(f"writes {size}: {runs} runs per command")
+        entry["writes"] = latency.measure_writes(data_dir, index_dir, work / f"size-{size}-writes",
+                                                 [(r["decision"], r["rationale"]) for r in fresh], runs=runs,
+                                                 progress=progress)  # fmt: skip
 
 
 def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:

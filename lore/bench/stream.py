@@ -193,7 +193,7 @@ def measures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _split(stores: StreamStores, split: str, store: str | None = None) -> list[Observed]:
+def split_of(stores: StreamStores, split: str, store: str | None = None) -> list[Observed]:
     return [o for name, seen in stores.observed.items() if store in (None, name) for o in seen if o.turn.split == split]
 
 
@@ -209,25 +209,50 @@ def curve(stores: StreamStores, path: str, split: str, settings: Any = None,
     points = []
     for threshold in steps:
         tried = base._replace(warm_gate_threshold=threshold) if path == "warm" else base._replace(cold_gate_threshold=threshold)
-        figures = measures(replay(_split(stores, split), path, "lore", tried))
+        figures = measures(replay(split_of(stores, split), path, "lore", tried))
         points.append({"gate": round(threshold, 3), "hit": figures["hit"], "hit_strict": figures["hit_strict"],
                        "left_empty": figures["left_empty"], "chars_per_prompt": figures["chars_per_prompt"]})  # fmt: skip
     return points
 
 
-def run(shared: Path, work: Path, progress: Progress = _quiet) -> dict[str, Any]:
-    """Every policy on both paths and both splits, per store and together, and the test split's curve."""
-    stores = observe(shared, work, progress)
-    out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}}
+def hits_of(outcomes: Sequence[Outcome]) -> list[float]:
+    """1.0 for each answerable prompt whose relevant record reached the agent (``measures``' hit), else 0.0."""
+    return [1.0 if set(o.injected) & set(o.turn.relevant) or o.in_context else 0.0 for o in outcomes if o.turn.relevant]
+
+
+def margins(stores: StreamStores) -> dict[str, Any]:
+    """The injection decision's hit rate minus injecting always, per split and path, with a 95% paired bootstrap interval.
+
+    About 59 answerable prompts per split: one prompt is 1.7 points, so a margin is read with its interval.
+    """
+    from lore.bench.matrix import paired_margin
+
+    out: dict[str, Any] = {}
+    for split in ("dev", "test"):
+        observed = split_of(stores, split)
+        out[split] = {path: paired_margin(hits_of(replay(observed, path, "lore")), hits_of(replay(observed, path, "always")))
+                      for path in PATHS}  # fmt: skip
+    return out
+
+
+def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = False) -> dict[str, Any]:
+    """Every policy on both paths and both splits, per store and together, and the test split's curve.
+
+    ``quick``: the demo store's 16 sessions only (the git store's 8,000 records take a minute to build).
+    """
+    turns = [t for t in load_turns() if t.store == "demo"] if quick else None
+    stores = observe(shared, work, progress, turns)
+    out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}, "quick": quick}
     for split in ("dev", "test"):
         table: dict[str, Any] = {}
         for path in PATHS:
             for policy in ("lore", "always", "before"):
                 key = f"{path}/{policy}"
-                table[key] = {"all": measures(replay(_split(stores, split), path, policy))}
+                table[key] = {"all": measures(replay(split_of(stores, split), path, policy))}
                 for store in stores.observed:
-                    table[key][store] = measures(replay(_split(stores, split, store), path, policy))
+                    table[key][store] = measures(replay(split_of(stores, split, store), path, policy))
         out["splits"][split] = table
+    out["margins"] = margins(stores)
     out["curve"] = {path: curve(stores, path, "test") for path in PATHS}
     out["curve_dev"] = {path: curve(stores, path, "dev") for path in PATHS}
     return out

@@ -40,7 +40,7 @@ def _options(ctx: typer.Context, no_redact: bool, force: bool = False, merge: bo
         from lore.errors import UsageError
 
         raise UsageError("--force and --merge exclude each other")
-    return capture.WriteOptions(redact=not no_redact, force=force, merge=merge, embed_model=state(ctx).settings.embed_model)
+    return capture.WriteOptions.configured(state(ctx).settings, redact=not no_redact, force=force, merge=merge)
 
 
 NO_REDACT = typer.Option(False, "--no-redact", help="Store the text exactly as given, secrets included.")

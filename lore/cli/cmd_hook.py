@@ -165,11 +165,22 @@ def server_start(
 
 
 @server_app.command("run")
-def server_run(idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:
+def server_run(ctx: typer.Context,
+               idle: int = typer.Option(600, "--idle", min=1, help="Exit after this many idle seconds.")) -> None:  # fmt: skip
     """Run the warm helper in the foreground (what `start` runs)."""
-    from lore.agent import daemon
+    import os
+    import sys
 
-    raise typer.Exit(daemon.serve(idle))
+    from lore.interpreter import lore_argv
+
+    # The helper's own entry (lore.__main__ runs `lore server run` before the CLI loads): this
+    # process becomes it, for the data dir and index dir this command line chose. The helper
+    # runs CLI commands for other processes, so the CLI does not import it (no import cycle).
+    locations = state(ctx).locations
+    env = {**os.environ, "LORE_DATA_DIR": str(locations.data_dir), "LORE_INDEX_DIR": str(locations.index_dir)}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, lore_argv("server", "run", "--idle", str(idle)), env)
 
 
 @server_app.command("status")
@@ -186,8 +197,8 @@ def server_status(ctx: typer.Context, as_json: bool = typer.Option(False, "--jso
         typer.echo(f"lore server: not running (auto-start {'on' if client.auto_start_enabled(settings) else 'off'})")
         return
     uptime = time.time() - float(status.get("started_at", time.time()))
-    typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests, "
-               f"index {status.get('index_dir')}")  # fmt: skip
+    typer.echo(f"lore server: running, pid {status['pid']}, up {uptime:.0f}s, {status.get('requests', 0)} requests "
+               f"({status.get('writes', 0)} writes), index {status.get('index_dir')}")  # fmt: skip
 
 
 @server_app.command("stop")

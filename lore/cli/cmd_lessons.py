@@ -100,8 +100,8 @@ def lesson(
     result = lessons_core.record_lesson(
         store, situation=str(situation), error_pattern=str(error_pattern), oversight=str(oversight), fix=str(fix),
         rule=str(rule), severity=str(severity), scope=str(scope), inverse=inverse, confidence=confidence,
-        tags=tag, project=st.current_project(), options=capture.WriteOptions(redact=not no_redact, force=force, merge=merge,
-                                                                   embed_model=st.settings.embed_model),
+        tags=tag, project=st.current_project(), options=capture.WriteOptions.configured(st.settings, redact=not no_redact, force=force,
+                                                                             merge=merge),
     )  # fmt: skip
     record = result.record
     _notices(result.notices, record.id, [] if result.existing else result.redactions)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from lore.curate.dedup import Match, consolidation_clusters, model_embed
+from lore.curate.dedup import Match, consolidation_clusters
+from lore.curate.write_check import model_embed
 from lore.errors import UsageError
 from lore.store import Record, Store
 

@@ -15,11 +15,13 @@ lessons are compared together):
 Precision matters more than recall: a false duplicate throws away a real note,
 a missed one only leaves two similar notes for ``lore consolidate``.
 
-Cost: on the write path (``check_before_write``) a store with more than
+Cost: on the write path (``lore.curate.write_check.check_before_write``) a store with more than
 ``EMBED_CANDIDATES`` records of the kind is first narrowed to the
 ``EMBED_CANDIDATES`` records with the highest idf-weighted word overlap with the
-new text (its tokens, no embedding); only those are compared in full and
-embedded. Below that size every record is compared, as before.
+new text (cached-stem tokens, no embedding); only those are compared in full and
+embedded. Below that size every record is compared, as before. Decisions are
+checked against ``lore.curate.pool`` (their word sets kept current, not the whole
+store read on every write), patterns and lessons against the files that hold them.
 """
 
 from __future__ import annotations
@@ -40,11 +42,10 @@ from lore.curate.similarity import (
     text_hash,
     tokens,
 )
-from lore.errors import DuplicateError, ModelError
 from lore.store.records import Record
 
 if TYPE_CHECKING:
-    from lore.store.store import Snapshot, Store
+    from lore.store.store import Snapshot
 
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -142,7 +143,7 @@ class _Prepared:
     full_tokens: list[str]
     core: str = ""
     core_tokens: list[str] = field(default_factory=list)
-    row: int = -1  # row of the primary vector; the full vector is row + 1, the core's row + 2
+    rows: tuple[int, int, int] = (-1, -1, -1)  # the rows of the primary, full and core texts' vectors
 
     @classmethod
     def of(cls, kind: str, raw: dict[str, Any], record: Record | None = None) -> _Prepared:
@@ -177,8 +178,8 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
                     jaccard(new.full_tokens, old.full_tokens))  # fmt: skip
     cosine = 0.0
     if vectors is not None:
-        cosine = _weighted(new, old, float(vectors[new.row] @ vectors[old.row]),
-                           float(vectors[new.row + 1] @ vectors[old.row + 1]))  # fmt: skip
+        cosine = _weighted(new, old, float(vectors[new.rows[0]] @ vectors[old.rows[0]]),
+                           float(vectors[new.rows[1]] @ vectors[old.rows[1]]))  # fmt: skip
     same_topic = bm25 >= TOPIC_BM25 or jac >= TOPIC_BM25 or (vectors is not None and cosine >= TOPIC_COSINE)
     if same_topic and opposite_advice(new.core, old.core):
         return _Verdict(
@@ -195,7 +196,7 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
             if jac >= LEXICAL_JACCARD:
                 candidates.append(Match(record, jac, "jaccard"))
     if (vectors is not None and cosine >= SEMANTIC_COSINE
-            and float(vectors[new.row + 2] @ vectors[old.row + 2]) >= CORE_COSINE):  # fmt: skip
+            and float(vectors[new.rows[2]] @ vectors[old.rows[2]]) >= CORE_COSINE):  # fmt: skip
         candidates.append(Match(record, cosine, "semantic"))
     if not candidates:
         return _Verdict()
@@ -214,12 +215,13 @@ def _compare(new: _Prepared, old: _Prepared, stats: Bm25Stats, vectors: np.ndarr
 def _embed_all(items: list[_Prepared], embed: Embed | None) -> np.ndarray | None:
     if embed is None or not items:
         return None
-    texts: list[str] = []
+    # Each distinct text once: a decision's core is its primary text, and a record without a
+    # rationale has one text for all three (the same text has the same vector).
+    rows: dict[str, int] = {}
     for item in items:
-        item.row = len(texts)
-        texts.extend([item.primary, item.full, item.core])
-    vectors = np.asarray(embed(texts), dtype=np.float32)
-    return vectors
+        primary, full, core = (rows.setdefault(text, len(rows)) for text in (item.primary, item.full, item.core))
+        item.rows = (primary, full, core)
+    return np.asarray(embed(list(rows)), dtype=np.float32)
 
 
 def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], embed: Embed | None,
@@ -243,6 +245,11 @@ def find_duplicate(candidates: list[Record], kind: str, raw: dict[str, Any], emb
         stats = Bm25Stats.build([*full_tokens, new.full_tokens])
         keep = shortlist(new.full_tokens, full_tokens, stats, limit)
         pool = [_Prepared.of(records[i].kind, records[i].raw, records[i]) for i in keep]
+    return judge(new, pool, stats, embed)
+
+
+def judge(new: _Prepared, pool: list[_Prepared], stats: Bm25Stats, embed: Embed | None) -> tuple[Match | None, list[Match]]:
+    """The best duplicate of ``new`` in ``pool`` (records compared in full, BM25 ``stats`` over all candidates), and contradictions."""
     vectors = _embed_all([new, *pool], embed) if pool else None
     best: Match | None = None
     contradictions: list[Match] = []
@@ -284,97 +291,6 @@ def shortlist(query: list[str], docs: list[list[str]], stats: Bm25Stats, limit: 
         scored.append((shared_mass / union_mass if union_mass > 0 else 1.0, index))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return sorted(index for _, index in scored[:limit])
-
-
-# -- the write path ----------------------------------------------------------------
-
-
-def model_embed(notices: list[str], model: str | None) -> Embed | None:
-    """The embedder's ``encode`` for ``model`` (``Settings.embed_model``; None: the bundled one), or None
-    (with a notice) when the model cannot load."""
-    from lore.embedder import get_embedder
-
-    try:
-        embedder = get_embedder(model)
-    except ModelError as exc:
-        notices.append(f"semantic duplicate check skipped: {exc.message}")
-        return None
-    return embedder.encode
-
-
-def _describe(match: Match) -> str:
-    return f"{match.record.id} {match.record.title!r}"
-
-
-def check_before_write(
-    store: Store, kind: str, raw: dict[str, Any], *, force: bool, merge: bool, snapshot: Snapshot | None = None,
-    model: str | None = None,
-) -> DedupOutcome:
-    """Refuse, merge or annotate a write that duplicates or contradicts an existing record.
-
-    ``snapshot``: the records to check against when the caller keeps them current (a batched
-    import); by default the store is loaded. ``model``: the embedding model
-    (``Settings.embed_model``; None: the bundled one).
-    """
-    outcome = DedupOutcome()
-    if snapshot is None:
-        snapshot = store.load()
-    group = KIND_GROUPS.get(kind, (kind,))
-    candidates = snapshot.of_kind(*group)
-    if not candidates:
-        return outcome
-    embed = model_embed(outcome.notices, model)
-    duplicate, contradictions = find_duplicate(candidates, kind, raw, embed, limit=EMBED_CANDIDATES)
-    outcome.contradictions = contradictions
-    for match in contradictions:
-        other = match.record.id
-        outcome.notices.append(
-            f"contradicts {_describe(match)} (same topic, opposite advice): consider "
-            f"`lore link {{new_id}} {other} contradicts` or `lore supersede {other} {{new_id}}`"
-        )
-    if duplicate is None:
-        return outcome
-    outcome.duplicate = duplicate
-    percent = f"{duplicate.similarity:.0%}"
-    if force:
-        outcome.notices.append(
-            f"written despite a likely duplicate of {_describe(duplicate)} ({percent}, {duplicate.layer}) (--force)"
-        )
-        return outcome
-    if merge:
-        outcome.merged = _merge(store, duplicate, kind, raw)
-        outcome.notices.insert(
-            0, f"merged into {_describe(duplicate)} ({percent}, {duplicate.layer}); nothing new written"
-        )
-        return outcome
-    raise DuplicateError(
-        f"likely duplicate of {_describe(duplicate)}: {percent} similar ({duplicate.layer})",
-        existing_id=duplicate.record.id,
-        similarity=duplicate.similarity,
-        hint="--force writes anyway; --merge keeps the existing record",
-    )
-
-
-def _merge(store: Store, duplicate: Match, kind: str, raw: dict[str, Any]) -> Record:
-    existing = duplicate.record
-    incoming = raw.get("rule_confidence", raw.get("confidence"))
-    new_confidence = (
-        float(incoming) if isinstance(incoming, int | float) and not isinstance(incoming, bool) else 0.0
-    )
-    confidence = max(existing.confidence, new_confidence)
-    key = (
-        "rule_confidence" if existing.kind == "lesson" and "rule_confidence" in existing.raw else "confidence"
-    )
-
-    def mutate(target: dict[str, Any]) -> None:
-        target[key] = round(confidence, 4)
-        if existing.kind in ("pattern", "lesson"):
-            validations = target.get("validations")
-            target["validations"] = (validations if isinstance(validations, int) else 0) + 1
-
-    detail = {"similarity": duplicate.similarity, "layer": duplicate.layer, "kind": kind,
-              "confidence": round(confidence, 4)}  # fmt: skip
-    return store.update(existing.id, mutate, op="merge", detail=detail)
 
 
 # -- whole-store consolidation ---------------------------------------------------------
@@ -464,7 +380,7 @@ def _candidate_pairs(items: list[_Prepared], vectors: np.ndarray | None) -> list
     for docs in hashes.values():
         pairs.update((docs[x], docs[y]) for x in range(len(docs)) for y in range(x + 1, len(docs)))
     if vectors is not None:
-        primary = vectors[[item.row for item in items]]
+        primary = vectors[[item.rows[0] for item in items]]
         sims = primary @ primary.T
         rows, cols = np.nonzero(np.triu(sims, k=1) >= SEMANTIC_COSINE - 0.05)
         pairs.update((int(r), int(c)) for r, c in zip(rows, cols, strict=True))

@@ -18,7 +18,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lore import analysis
@@ -103,9 +103,15 @@ class Bm25Stats:
 
     doc_count: int = 0
     avg_len: float = 0.0
-    df: Counter[str] = field(default_factory=Counter)
+    # Any mapping: the write check's pool passes the counts of the terms it compares (lore.curate.pool).
+    df: Mapping[str, int] = field(default_factory=Counter)
     k1: float = 1.2
     b: float = 0.75
+    # Values already computed (a write check compares one text with 50 others: the same terms and
+    # the same texts' self-scores come up again and again); the statistics never change after build.
+    _idf: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    _self: dict[tuple[str, ...], float] = field(default_factory=dict, repr=False, compare=False)
+    _counts: dict[tuple[str, ...], tuple[Counter[str], set[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, texts: Iterable[str | list[str]], *, k1: float = 1.2, b: float = 0.75) -> Bm25Stats:
@@ -119,18 +125,37 @@ class Bm25Stats:
         return cls(doc_count=count, avg_len=(total / count) if count else 0.0, df=df, k1=k1, b=b)
 
     def idf(self, term: str) -> float:
-        n, df = self.doc_count, self.df.get(term, 0)
-        # The "+1" form never goes negative, so a word in every record still counts a little.
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        value = self._idf.get(term)
+        if value is None:
+            n, df = self.doc_count, self.df.get(term, 0)
+            # The "+1" form never goes negative, so a word in every record still counts a little.
+            value = self._idf[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return value
+
+    def self_score(self, toks: list[str]) -> float:
+        """``score(toks, toks)``, once per text."""
+        key = tuple(toks)
+        value = self._self.get(key)
+        if value is None:
+            value = self._self[key] = self.score(toks, toks)
+        return value
+
+    def _counted(self, toks: list[str]) -> tuple[Counter[str], set[str]]:
+        """A text's term counts and term set, once per text (the same texts meet 50 others in a write check)."""
+        key = tuple(toks)
+        found = self._counts.get(key)
+        if found is None:
+            found = self._counts[key] = (Counter(toks), set(toks))
+        return found
 
     def score(self, query: list[str], doc: list[str]) -> float:
         if not query or not doc:
             return 0.0
-        tf = Counter(doc)
+        tf = self._counted(doc)[0]
         avg = self.avg_len or float(len(doc))
         norm = self.k1 * (1.0 - self.b + self.b * len(doc) / avg)
         total = 0.0
-        for term in set(query):
+        for term in self._counted(query)[1]:
             f = tf.get(term, 0)
             if f:
                 total += self.idf(term) * f * (self.k1 + 1.0) / (f + norm)
@@ -141,7 +166,7 @@ def bm25_normalised(a: str | list[str], b: str | list[str], stats: Bm25Stats) ->
     """BM25 of ``a`` as a query against ``b``, divided by ``a`` against itself (capped at 1)."""
     ta = tokens(a) if isinstance(a, str) else a
     tb = tokens(b) if isinstance(b, str) else b
-    self_score = stats.score(ta, ta)
+    self_score = stats.self_score(ta)
     if self_score <= 0.0:
         return 1.0 if not ta and not tb else 0.0
     return min(1.0, stats.score(ta, tb) / self_score)

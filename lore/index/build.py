@@ -1,9 +1,8 @@
 """Build the index: a full build into a new generation, or a refresh of the live one.
 
 A full build writes a new generation and then swaps ``CURRENT``; an
-incremental refresh writes new ``-N`` files, updates Whoosh in place (its
-commit is atomic) and then replaces ``meta.json``. Killing either at any
-moment leaves the previous state usable. Both run under the build lock
+incremental refresh writes new ``-N`` files and then replaces ``meta.json``.
+Killing either at any moment leaves the previous state usable. Both run under the build lock
 (``IndexManager.build``).
 """
 
@@ -20,11 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from lore import __version__
 from lore.errors import ModelError
-from lore.index import bm25, lexical
+from lore.index import bm25
 from lore.index import graph as graph_index
 from lore.index.freshness import source_manifest
 from lore.index.layout import CURRENT, META, GenerationMeta, file_digest, file_names, file_sizes
@@ -99,7 +96,7 @@ class Builder:
         self.data_dir = store.data_dir
         self.model = model  # Settings.embed_model (None: the bundled model)
 
-    def full(self, progress: Progress, procs: int | None) -> BuildReport:
+    def full(self, progress: Progress) -> BuildReport:
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
         snapshot = self.store.load()
@@ -109,72 +106,51 @@ class Builder:
         directory = self.index_dir / f"gen-{int(time.time() * 1000):x}-{secrets.token_hex(3)}"
         directory.mkdir()
         revision = 1
-
-        # Embeddings and BM25 analysis run beside Whoosh: in a separate process for
-        # large builds (Whoosh indexing is pure Python and holds the GIL, so a thread
-        # would only interleave), in a thread for small ones (a process costs ~1 s to start).
-        embedded: dict[str, Any] = {}
-        texts = [embedding_text(r) for r in records]
-        record_fields = [r.fields() for r in records]
-        field_pairs = [lexical_fields(r) for r in records]
-
-        def embed() -> None:
-            t = time.perf_counter()
-            try:
-                if len(texts) >= EMBED_PROCESS_THRESHOLD:
-                    *embedded["result"], embedded["forward"] = _side_jobs_in_subprocess(texts, field_pairs, self.model)
-                else:
-                    embedded["result"] = embed_texts(texts, self.model, progress)
-            except BaseException as exc:  # surfaced in the main thread
-                embedded["error"] = exc
-            embedded["seconds"] = time.perf_counter() - t
-
-        worker = threading.Thread(target=embed, name="lore-embed", daemon=True)
-        worker.start()
-
-        t1 = time.perf_counter()
-        total = len(records)
-
-        def lexical_docs() -> Any:
-            for number, (record, fields) in enumerate(zip(records, record_fields, strict=True), start=1):
-                if number % 2000 == 0:
-                    progress("lexical", number, total)
-                yield lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"])
-
-        use_procs = procs if procs is not None else (2 if total >= 20000 and (os.cpu_count() or 1) >= 2 else 1)
-        lexical.create(directory / "lexical", lexical_docs(), procs=use_procs)
-        progress("lexical", total, total)
-        timings["lexical"] = time.perf_counter() - t1
-
-        t2 = time.perf_counter()
-        table = Table()
-        docs = []
-        for record in records:
-            table.append(record, record_hash(record))
-            docs.append(doc_of(record))
         names = file_names(revision)
-        table.save(directory / names["table"], directory / names["docs"], docs)
-        explicit = graph_index.explicit_edges(snapshot.edges)
-        graph = graph_index.build(snapshot.records, explicit)
-        graph_index.save_as(directory / names["graph"], graph, graph_index.dangling_ids(snapshot.records, explicit))
-        timings["table_graph"] = time.perf_counter() - t2
 
-        worker.join()
-        if "error" in embedded:
-            raise embedded["error"]
-        matrix, identity, warning = embedded["result"]
-        timings["embeddings"] = embedded["seconds"]
+        texts = [embedding_text(r) for r in records]
+        embedding = EmbeddingJob(texts, self.model, progress, work_in=directory)
+        total = len(records)
+        counts = snapshot_counts(records)
+        try:
+            t1 = time.perf_counter()
+            forward = bm25.build_forward(lexical_fields(r) for r in records)
+            bm25.save(directory, names, forward, bm25.derive(forward))
+            del forward
+            progress("lexical", total, total)
+            timings["bm25"] = time.perf_counter() - t1
+
+            t2 = time.perf_counter()
+            table = Table()
+            docs = []
+            for record in records:
+                table.append(record, record_hash(record))
+                docs.append(doc_of(record))
+            table.save(directory / names["table"], directory / names["docs"], docs)
+            del docs, table
+            explicit = graph_index.explicit_edges(snapshot.edges)
+            graph_index.save_edges(directory / names["graph"], graph_index.ordered_edges(snapshot.records, explicit),
+                                   graph_index.dangling_ids(snapshot.records, explicit))  # fmt: skip
+            timings["table_graph"] = time.perf_counter() - t2
+        except BaseException:
+            embedding.cancel()
+            raise
+        # The records are written out: their memory (~230 MB at 50k) is free for this
+        # process's share of the embeddings, which is where a large build peaked.
+        del snapshot, records
+
         t3 = time.perf_counter()
-        forward = embedded.get("forward") or bm25.build_forward(field_pairs)
-        bm25.save(directory, names, forward, bm25.derive(forward))
-        timings["bm25"] = time.perf_counter() - t3
+        matrix, identity, warning = embedding.result()
+        timings["embeddings_wait"] = time.perf_counter() - t3
+        timings["embeddings"] = embedding.seconds
+        timings["embedding_chunks_here"] = embedding.chunks_here
         if matrix is not None:
             from lore.index import vectors
 
             vectors.save_as(directory / names["vectors"], matrix)
         else:
             names.pop("vectors")
-        meta = self.meta(directory, snapshot_counts(records), names, revision, identity, matrix is not None, built=True,
+        meta = self.meta(directory, counts, names, revision, identity, matrix is not None, built=True,
                          model_error=warning)  # fmt: skip
         atomic_write(directory / META, meta.to_json())
         atomic_write(self.index_dir / CURRENT, directory.name.encode())
@@ -202,7 +178,7 @@ class Builder:
         hashes = [record_hash(r) for r in records]
         changed = [r for r, h in zip(records, hashes, strict=True) if old_rows.get(r.id) is None or old.hashes[old_rows[r.id]] != h]
         current_ids = {r.id for r in records}
-        # Records a delta segment added are in Whoosh too (delta rows are re-derived as changed ones).
+        # Records a delta segment added are indexed too (delta rows are re-derived as changed ones).
         indexed_ids = dict.fromkeys([*old.ids, *delta_ids])
         deleted = [rid for rid in indexed_ids if rid not in current_ids]
         if len(changed) + len(deleted) > max(50, INCREMENTAL_LIMIT * max(len(records), 1)):
@@ -245,21 +221,17 @@ class Builder:
         explicit = graph_index.explicit_edges(snapshot.edges)
         dangling = graph_index.dangling_ids(snapshot.records, explicit)
         if old_dangling == set(dangling) and graph_index.same_edges(graph_index.valid_edges(snapshot.records, explicit), old_graph):
-            names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file, skip NetworkX
+            names["graph"] = files["graph"]  # most refreshes touch no edge: keep the file as it is
         else:
-            graph_index.save_as(directory / names["graph"], graph_index.build(snapshot.records, explicit), dangling)
+            graph_index.save_edges(directory / names["graph"], graph_index.ordered_edges(snapshot.records, explicit), dangling)
         if new_matrix is not None:
             vectors.save_as(directory / names["vectors"], new_matrix)
         else:
             names.pop("vectors")
         fresh_rows = {r.id: k for k, r in enumerate(changed)}
-        changed_fields = [r.fields() for r in changed]
         sources = [-(fresh_rows[r.id] + 1) if r.id in fresh_rows else old_rows[r.id] for r in records]
         forward = bm25.reassemble(old_forward, sources, [lexical_fields(r) for r in changed])
         bm25.save(directory, names, forward, bm25.derive(forward))
-        upserts = [lexical.LexicalDoc(r.id, f["title"], f["body"], f["extra"], f["tags"])
-                   for r, f in zip(changed, changed_fields, strict=True)]  # fmt: skip
-        lexical.update(directory / "lexical", upserts, deleted)
         new_meta = self.meta(directory, snapshot_counts(records), names, revision, identity, new_matrix is not None,
                              built=False, previous=meta, model_error=meta.model_error)  # fmt: skip
         atomic_write(directory / META, new_meta.to_json())
@@ -309,41 +281,146 @@ class Builder:
                     child.unlink()
 
 
-EMBED_PROCESS_THRESHOLD = 3000
+# From this many records on, a build embeds in a second process (``build_worker``) as well
+# as in its own; below it, in a thread (a process costs ~0.4 s of CPU to start and import
+# numpy and the tokenizer). Whole builds of git commits, worker against thread, 3 runs each:
+# 1,000 records 0.63-0.72 vs 0.70-0.71 s, 1,500 0.72-0.77 vs 0.79-0.90 s, 3,000 1.2 vs 1.5 s
+# (0.1-0.2 s more CPU with the worker). Chunks of texts are what the two sides claim.
+EMBED_PROCESS_THRESHOLD = 1500
+EMBED_CHUNK = 512
 
 
-def _side_jobs_in_subprocess(texts: list[str], fields: list[tuple[str, str]],
-                             model: str | None) -> tuple[Any, str | None, str | None, bm25.Forward | None]:  # fmt: skip
-    """Embed and analyse in ``python -m lore.index.build_worker``.
+def claim(workdir: Path, chunk: int) -> bool:
+    """Take chunk ``chunk`` for a process; False if the other side already has it."""
+    try:
+        os.close(os.open(workdir / f"claim-{chunk}", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
-    Returns (vectors, model identity, warning, BM25 forward index); on a worker
-    failure embeds here and leaves the forward index to the caller (None).
+
+class EmbeddingJob:
+    """The embeddings of a full build, computed beside the rest of it: ``result()`` finishes and returns them.
+
+    Large builds start ``python -P -m lore.index.build_worker``, which embeds chunks from
+    the front while this process builds everything else; ``result()`` then embeds chunks
+    from the back until the two meet (see that module). Chunks the worker claimed but did
+    not finish (it died, or cannot load the model) are embedded here, so a broken worker
+    costs time, never the index. Small builds embed in a thread.
     """
-    import subprocess
-    import tempfile
 
-    import numpy as np
+    def __init__(self, texts: list[str], model: str | None, progress: Progress = no_progress,
+                 work_in: Path | None = None) -> None:  # fmt: skip
+        """``model``: ``Settings.embed_model`` (None: the bundled one); ``work_in``: where the worker's files go
+        (the new generation: a killed build's are collected with it)."""
+        self.texts = texts
+        self.model = model
+        self.progress = progress
+        self._work_in = work_in
+        self.seconds = 0.0
+        self.chunks_here = 0  # chunks this process embedded (the rest were the worker's)
+        self._started = time.perf_counter()
+        self._outcome: dict[str, Any] = {}
+        self._process: Any = None
+        self._thread: threading.Thread | None = None
+        self._work: Path | None = None
+        if len(texts) >= EMBED_PROCESS_THRESHOLD:
+            self._spawn()
+        else:
+            self._thread = threading.Thread(target=self._embed_in_thread, name="lore-embed", daemon=True)
+            self._thread.start()
 
-    from lore.interpreter import python_argv
+    def _spawn(self) -> None:
+        import subprocess
+        import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="lore-build-") as tmp:
-        work = Path(tmp)
-        (work / "texts.jsonl").write_bytes(b"\n".join(orjson.dumps(t) for t in texts))
-        (work / "fields.jsonl").write_bytes(b"\n".join(orjson.dumps(f) for f in fields))
-        # One core for the worker, one for Whoosh: left alone, the tokenizer's thread pool
-        # (and BLAS) would take both and slow the Whoosh writer it runs beside.
+        import orjson
+
+        from lore.interpreter import python_argv
+
+        self._work = Path(tempfile.mkdtemp(prefix=".embedding-", dir=self._work_in))
+        with (self._work / "texts.jsonl").open("wb") as handle:  # line by line: no second copy of every text
+            for number, text in enumerate(self.texts):
+                handle.write(b"\n" + orjson.dumps(text) if number else orjson.dumps(text))
+        # One core for the worker, one for this process: left alone, the tokenizer's thread
+        # pool (and BLAS) would take both and slow the analysis it runs beside.
         single = dict.fromkeys(("RAYON_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
         env = {**os.environ, **single, "TOKENIZERS_PARALLELISM": "false"}
-        done = subprocess.run(python_argv("-m", "lore.index.build_worker", str(work), *([model] if model else [])),
-                              capture_output=True, check=False, env=env)  # fmt: skip
-        if done.returncode == 0 and (work / "embedding.json").exists():
-            info = orjson.loads((work / "embedding.json").read_bytes())
-            forward = bm25.read_forward(work / "vocab.json", work / "forward.npz")
-            if info.get("identity") is None:
-                return None, None, info.get("warning"), forward
-            return np.load(work / "vectors.npy"), info["identity"], info.get("warning"), forward
-    return (*embed_texts(texts, model), None)
+        with (self._work / "worker.log").open("wb") as log:
+            self._process = subprocess.Popen(
+                python_argv("-m", "lore.index.build_worker", str(self._work), str(EMBED_CHUNK),
+                            *([self.model] if self.model else [])),
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+            )  # fmt: skip
 
+    def cancel(self) -> None:
+        """Stop the worker and remove its files (the build failed before it needed them)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        if self._work is not None:
+            shutil.rmtree(self._work, ignore_errors=True)
+
+    def _embed_in_thread(self) -> None:
+        try:
+            self._outcome["result"] = embed_texts(self.texts, self.model, self.progress)
+        except BaseException as exc:  # surfaced by ``result``
+            self._outcome["error"] = exc
+
+    def result(self) -> tuple[np.ndarray | None, str | None, str | None]:
+        """(vectors, model identity, model error), as ``embed_texts`` gives them."""
+        if self._thread is not None:
+            self._thread.join()
+            if "error" in self._outcome:
+                raise self._outcome["error"]
+            result: tuple[np.ndarray | None, str | None, str | None] = self._outcome["result"]
+        else:
+            assert self._work is not None
+            try:
+                result = self._share()
+            finally:
+                self.cancel()  # the worker has exited unless ``_share`` returned early or failed
+        self.seconds = time.perf_counter() - self._started
+        return result
+
+    def _share(self) -> tuple[np.ndarray | None, str | None, str | None]:
+        import numpy as np
+
+        assert self._work is not None
+        work, texts = self._work, self.texts
+        count = -(-len(texts) // EMBED_CHUNK)
+        done: dict[int, np.ndarray] = {}
+        identity: str | None = None
+        for chunk in reversed(range(count)):
+            if not claim(work, chunk):
+                break  # the worker has it, and every chunk before it
+            matrix, identity, warning = embed_texts(texts[chunk * EMBED_CHUNK : (chunk + 1) * EMBED_CHUNK], self.model)
+            if matrix is None:
+                return None, None, warning
+            done[chunk] = matrix
+            self.chunks_here += 1
+            self.progress("embeddings", len(done) * EMBED_CHUNK, len(texts))
+        self._process.wait()
+        for chunk in range(count):
+            if chunk in done:
+                continue
+            try:
+                done[chunk] = np.load(work / f"vectors-{chunk}.npy")
+                continue
+            except (OSError, ValueError):
+                pass  # the worker did not finish it: embed it here
+            matrix, identity, warning = embed_texts(texts[chunk * EMBED_CHUNK : (chunk + 1) * EMBED_CHUNK], self.model)
+            if matrix is None:
+                return None, None, warning
+            done[chunk] = matrix
+            self.chunks_here += 1
+        if identity is None:  # every chunk came from the worker
+            from lore.embedder import model_identity, model_spec
+
+            identity = model_identity(model_spec(self.model))
+        if not done:
+            return np.zeros((0, 0), dtype=np.float32), identity, None
+        return np.concatenate([done[chunk] for chunk in range(count)]), identity, None
 
 
 def snapshot_counts(records: list[Record]) -> dict[str, int]:

@@ -312,9 +312,6 @@ class ColdReader(IndexReader):
     def has_vectors(self) -> bool:
         return False
 
-    # The cold path declines quoted phrases: it never opens Whoosh (its sizes are still checked).
-    reads_lexical = False
-
     _cold_bm25: ColdBm25 | None = None
 
     @property

@@ -16,8 +16,7 @@ segment beside the untouched base files:
   collection statistics merged over base and delta (``bm25.Delta``);
 - ``delta-dead-N.json``: base rows a newer version in the delta retires.
 
-Whoosh is updated in place (its commit is atomic), and ``meta.json`` is replaced
-last, as for any refresh: the generation, ``CURRENT`` and every safety property of
+``meta.json`` is replaced last, as for any refresh: the generation, ``CURRENT`` and every safety property of
 ``manager`` stay as they were. Whole process at 10k records this path cost 0.20-0.29 s
 beyond a no-op ``lore index``; about 0.1 s now (docs/index.md, "Whole process"). Anything else (an edited or rewritten line, YAML or
 handoff changes, graph edits, a new record that makes or changes an edge, a delta
@@ -34,13 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from lore.index import bm25, lexical
+from lore.index import bm25
 from lore.index import graph as graph_index
 from lore.index.freshness import changed_sources, source_manifest
 from lore.index.layout import GenerationMeta, file_sizes
 from lore.index.table import COLUMNS, Table, doc_of, embedding_text, lexical_fields, read_dead, record_hash
 from lore.store.fileio import atomic_write
 from lore.store.layout import DECISIONS, FAILURES, OBSERVATIONS, SIGNALS
+from lore.store.readers import appended_records
 
 if TYPE_CHECKING:
     from lore.index.build import BuildReport
@@ -66,36 +66,6 @@ def delta_names(revision: int) -> dict[str, str]:
         "delta_bm25_forward": f"delta-bm25-forward-{revision}.npz",
         "delta_dead": f"delta-dead-{revision}.json",
     }
-
-
-def _appended_records(path: Path, relative: str, data: bytes, start: int) -> list[Record] | None:
-    """The records of the lines after byte ``start``; None if any line is not a clean record.
-
-    Admits a record exactly as ``Store.load`` does (an id, and the fields that carry its
-    text); a line it would warn about sends the refresh down the full path instead.
-    """
-    from lore.store.records import Record
-    from lore.store.validate import check_record
-
-    kind = JSONL_KINDS[relative]
-    records: list[Record] = []
-    # No line numbers: counting the prefix's newlines cost 8 ms at 10k records (40 ms at 50k),
-    # and nothing the index writes uses them (``Record.line`` stays None, "unknown").
-    for line in bytes(memoryview(data)[start:]).split(b"\n"):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        try:
-            raw = orjson.loads(stripped)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(raw, dict):
-            return None
-        record_id = raw.get("id")
-        if not isinstance(record_id, str) or not record_id.strip() or check_record(kind, raw):
-            return None
-        records.append(Record(kind=kind, id=record_id, raw=raw, source=path))
-    return records
 
 
 def _implicit(adjacency: graph_index.Adjacency, record_id: str) -> bool:
@@ -165,10 +135,10 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
         if hashed.hexdigest()[:24] != meta.digests.get(relative):
             return None  # something before the old end changed
         hashed.update(view[old_size:])
-        records = _appended_records(path, relative, content, old_size)
-        if records is None:
+        found = appended_records(path, JSONL_KINDS[relative], content, old_size)
+        if found is None:
             return None
-        appended.extend(records)
+        appended.extend(record for _, _, record in found)
         # What was read, stamped with the mtime from before the read: a write after it moves
         # the mtime, so the next freshness check sees it.
         manifest[relative] = [len(content), stat.st_mtime_ns]
@@ -254,16 +224,6 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
         vectors.save_as(directory / names["delta_vectors"], matrix)
     else:
         names.pop("delta_vectors")
-
-    upserts = []
-    for record in fresh:
-        fields = record.fields()
-        upserts.append(lexical.LexicalDoc(record.id, fields["title"], fields["body"], fields["extra"], fields["tags"]))
-    # Records new to the index are added without Whoosh's look-up of an older version (which opens
-    # every segment: 6-30 ms a refresh), unless Whoosh holds a document the index does not (a
-    # refresh killed after Whoosh's commit and before meta.json's): then each is replaced.
-    new_ids = {r.id for r in fresh if r.id not in base_rows and r.id not in delta_rows}
-    lexical.update(directory / "lexical", upserts, [], new_ids=new_ids, documents=len(base_rows) + len(delta_rows))
 
     all_names = {key: name for key, name in files.items() if key not in DELTA_KEYS} | names
     gone = set(new_dead)

@@ -4,15 +4,15 @@ Layout of the index dir::
 
     CURRENT                 names the live generation (atomically replaced)
     gen-<id>/meta.json      the commit point: manifest, model, file names, counts
-    gen-<id>/lexical/       Whoosh index (positions: phrase queries)
-    gen-<id>/bm25-*-N.*     BM25F impact index (the lexical channel) and its forward counts
+    gen-<id>/bm25-*-N.*     BM25F impact index (the lexical channel), its forward counts and
+                            each record's terms in order (quoted phrases)
     gen-<id>/vectors-N.npy  embeddings (row i = table row i)
     gen-<id>/table-N.json   records table columns; docs-N.jsonl holds the texts
     gen-<id>/graph-N.json   typed-edge adjacency
     gen-<id>/DAMAGED        written when a reader found a file unreadable: rebuild
     .build.lock             one builder at a time
 
-Nothing here imports numpy or whoosh: the prompt hook reads the layout.
+Nothing here imports numpy: the prompt hook reads the layout.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-FORMAT_VERSION = 10  # 10: BM25 impacts computed per query (base + delta segments)
+FORMAT_VERSION = 11  # 11: no Whoosh; phrases from the BM25 term sequence (10: impacts per query)
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
@@ -180,12 +180,8 @@ def still_live(directory: Path, meta: GenerationMeta) -> bool:
 
 
 def file_sizes(directory: Path, names: dict[str, str]) -> dict[str, int]:
-    """Every file of a generation (the Whoosh ones included) and its size, for ``IndexReader.load``."""
-    sizes = {name: (directory / name).stat().st_size for name in names.values()}
-    for child in sorted((directory / "lexical").iterdir()):
-        if child.is_file() and not child.name.endswith("LOCK"):  # Whoosh's (empty) write lock comes and goes
-            sizes[f"lexical/{child.name}"] = child.stat().st_size
-    return sizes
+    """Every file of a generation and its size, for ``IndexReader.load``."""
+    return {name: (directory / name).stat().st_size for name in names.values()}
 
 
 def file_digest(path: Path) -> str:

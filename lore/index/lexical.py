@@ -1,11 +1,15 @@
-"""The Whoosh full-text index: the only module that imports whoosh.
+"""The Whoosh full-text index lore built until index format 11: the only module of lore.index that imports whoosh.
 
-It keeps positions, so it answers quoted-phrase queries; ranking uses the
-BM25F impact index derived beside it (``lore.index.bm25``). Titles outweigh
-bodies through field boosts; the analyser stems English and splits code
-identifiers (camelCase, snake_case, dotted names, paths) while keeping the
-whole identifier too. Only the record id is stored: everything shown comes
-from the records table.
+Builds no longer write it: writing it took most of every full build (35 of 36 s at
+10,866 records), and the one thing it answered, quoted phrases, now comes from the
+BM25 index's term sequence (``Bm25Index.phrase_rows``; docs/whoosh-choice.md has the
+comparison). It stays as the reference those figures are measured against: the
+bench's bare Whoosh writer uses its schema, and its searcher gives Whoosh's phrase
+answers to compare with.
+
+Titles outweigh bodies through field boosts; the analyser stems English and splits
+code identifiers (camelCase, snake_case, dotted names, paths) while keeping the whole
+identifier too. Only the record id is stored.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The parts live beside it: ``layout`` (files, ``GenerationMeta``), ``freshness``
 usable; anything unreadable is rebuilt: ``meta.json`` records every file's
 size, ``IndexReader.load`` checks them and opens what a search reads before the
 search starts (cheap: memory-map headers, JSON the search would parse anyway, a
-few stats), and ``build`` and ``status`` also open Whoosh.
+few stats), and ``build`` and ``status`` also open the term sequence phrases read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lore.errors import IndexUnavailableError, LockTimeoutError
-from lore.index import delta, lexical
+from lore.index import delta
 from lore.index.build import Builder, BuildReport, Progress, no_progress
 from lore.index.freshness import MODEL_CHANGED, needs_full_build, source_manifest
 from lore.index.freshness import staleness as _staleness
@@ -83,7 +83,7 @@ class IndexManager:
             return None
         if not all((directory / name).exists() for name in meta.files.values()):
             return None
-        if not lexical.is_valid(directory / "lexical") or (directory / DAMAGED).exists():
+        if (directory / DAMAGED).exists():
             return None
         return directory, meta
 
@@ -99,7 +99,7 @@ class IndexManager:
         return (text.splitlines() or ["index unreadable"])[0][:300]
 
     def check(self, directory: Path, meta: GenerationMeta, *, deep: bool = True) -> IndexDamagedError | None:
-        """Why this generation cannot be read, or None: ``IndexReader.load`` (plus Whoosh if ``deep``)."""
+        """Why this generation cannot be read, or None: ``IndexReader.load`` (plus the phrase files if ``deep``)."""
         reader, error = self._loaded(directory, meta, deep=deep)
         if reader is not None:
             reader.close()
@@ -155,8 +155,7 @@ class IndexManager:
         except filelock.Timeout as exc:
             raise LockTimeoutError(f"another lore process is building the index in {self.index_dir}") from exc
 
-    def build(self, *, rebuild: bool = False, progress: Progress = no_progress, lock_timeout: float = 600.0,
-              procs: int | None = None) -> BuildReport:  # fmt: skip
+    def build(self, *, rebuild: bool = False, progress: Progress = no_progress, lock_timeout: float = 600.0) -> BuildReport:
         """Bring the index up to date: incrementally when possible, from scratch when needed."""
         self.store.require()
         started = time.perf_counter()
@@ -192,10 +191,36 @@ class IndexManager:
                     if report is not None:
                         report.seconds = time.perf_counter() - started
                         return report
-            report = self.builder.full(progress, procs)
+            report = self.builder.full(progress)
         report.warnings[:0] = warnings
         report.seconds = time.perf_counter() - started
         return report
+
+    def append_delta(self, reader: IndexReader, *, lock_timeout: float = 0.2) -> GenerationMeta | None:
+        """The delta segment for the lines appended since ``reader``'s revision, committed: its meta.
+
+        For a process that holds the live revision loaded (the warm helper, after a write it
+        ran): ``delta.append`` reuses the reader's parts, so nothing is read twice and no
+        process is started. None, with nothing written, when that is not the change (a
+        rewrite, a new file, a delta past its bound: a refresh decides), when another
+        process refreshed the index first, or when the build lock is busy.
+        """
+        try:
+            with self._build_lock(lock_timeout):
+                found = self.read_meta()
+                if found is None or found[0] != reader.directory or found[1].revision != reader.meta.revision:
+                    return None
+                directory, meta = found
+                reason = self.staleness(meta)
+                if reason is None or needs_full_build(reason):
+                    return None
+                appended = delta.append(self.data_dir, directory, meta, reader)
+                if appended is None:
+                    return None
+                delta.commit(directory, appended[0], meta)
+                return appended[0]
+        except LockTimeoutError:
+            return None
 
     # -- opening for search --------------------------------------------------------
     def open(self, *, policy: str = "refresh", progress: Progress = no_progress) -> tuple[IndexReader, list[str]]:

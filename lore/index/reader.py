@@ -13,7 +13,9 @@ from lore.index.layout import DAMAGED, GenerationMeta, still_live
 from lore.index.table import IndexFileError, Table, describe, read_dead
 
 if TYPE_CHECKING:
-    from lore.index import bm25, lexical
+    from collections.abc import Sequence
+
+    from lore.index import bm25
     from lore.index.bm25 import Delta
 
 T = TypeVar("T")
@@ -36,12 +38,43 @@ class IndexDamagedError(IndexUnavailableError):
 
 
 
+class PhraseMatcher:
+    """Quoted phrases: the records whose title or body holds each phrase's analysed terms in order, adjacent.
+
+    Whoosh's positional index answered this until a full build spent most of its time
+    writing it (35 of 36 s at 10,866 records); the BM25 index now keeps each record's
+    terms in order (``bm25.Forward.sequence``), so phrases are matched with the same
+    analysis as ranking (docs/whoosh-choice.md, "Whoosh no longer built").
+    """
+
+    def __init__(self, reader: IndexReader) -> None:
+        self.reader = reader
+
+    def matching(self, phrases: Sequence[str]) -> set[str] | None:
+        """Ids of the records that contain every phrase; None if no phrase has a word."""
+        from functools import partial
+
+        from lore.analysis import terms
+
+        reader = self.reader
+        found: set[str] | None = None
+        for phrase in phrases:
+            words = terms(phrase)
+            if not words:
+                continue
+            rows = reader._load(reader.meta.files["bm25_sequence"], partial(reader.bm25.phrase_rows, words))
+            ids = reader.table.ids
+            matched = {ids[int(row)] for row in rows}
+            found = matched if found is None else found & matched
+        return found
+
+
 class IndexReader:
     """One generation's parts, each loaded on first use (``load`` opens them up front and checks every file).
 
     A part that cannot be read raises ``IndexDamagedError`` naming its file. Found by
     ``load`` (``IndexManager.open`` calls it), the generation is simply rebuilt; found
-    later, mid-query (Whoosh, opened only for quoted phrases, or a docs line), the
+    later, mid-query (the term sequence, read only for quoted phrases, or a docs line), the
     generation is also marked ``DAMAGED`` so that the next open rebuilds it, and
     ``meta.damaged`` makes ``staleness`` tell a warm session to reopen.
     """
@@ -50,7 +83,6 @@ class IndexReader:
         self.directory = directory
         self.meta = meta
         self._table: Table | None = None
-        self._lexical: lexical.LexicalSearcher | None = None
         self._bm25: bm25.Bm25Index | None = None
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
@@ -60,10 +92,11 @@ class IndexReader:
         self._checking = False
 
     def load(self, *, deep: bool = False) -> None:
-        """Open what every search reads and check every file; Whoosh is opened only if ``deep``.
+        """Open what every search reads and check every file; the phrase files' headers too if ``deep``.
 
-        Costs a few stats, the docs file's first and last line and the head of Whoosh's
-        table of contents beyond what a search loads anyway (no whoosh import unless ``deep``).
+        Costs a few stats and the docs file's first and last line beyond what a search loads
+        anyway. The term sequence that quoted phrases read is opened only if ``deep``
+        (``lore index`` and ``lore status``); its size is checked either way.
         """
         self._checking = True
         try:
@@ -75,20 +108,13 @@ class IndexReader:
                 if actual != size:
                     raise self._damaged(str(name), IndexFileError(str(name), f"{actual} bytes, {size} expected"))
             self._table = None  # loaded again while checking: the docs files are checked as it loads
-            table = self.table
-            _ = self.bm25, self.adjacency
+            _ = self.table, self.bm25, self.adjacency
             if self.has_vectors:
                 _ = self.vectors
-            if self.reads_lexical:
-                from lore.index import lexical  # (bm25 too) loaded when used
-
-                self._load("lexical", lambda: lexical.check(self.directory / "lexical", len(table) if deep else None))
+            if deep:
+                self._load("bm25", lambda: self.bm25.check_phrase_files())
         finally:
             self._checking = False
-
-    # Whether searches through this reader may open Whoosh (quoted phrases), so ``load``
-    # checks the head of its table of contents too (its files' sizes are checked anyway).
-    reads_lexical = True
 
     def _load(self, file: str, loader: Callable[[], T]) -> T:
         try:
@@ -156,12 +182,9 @@ class IndexReader:
         return self._table
 
     @property
-    def lexical(self) -> lexical.LexicalSearcher:
-        if self._lexical is None:
-            from lore.index import lexical
-
-            self._lexical = self._load("lexical", lambda: lexical.LexicalSearcher(self.directory / "lexical"))
-        return self._lexical
+    def lexical(self) -> PhraseMatcher:
+        """What answers quoted phrases (the positions the BM25 index keeps; Whoosh's job before)."""
+        return PhraseMatcher(self)
 
     @property
     def bm25(self) -> bm25.Bm25Index:
@@ -230,7 +253,7 @@ class IndexReader:
         return self._adjacency
 
     def close(self) -> None:
-        """Release what the reader holds open: Whoosh's files and the memory maps of the arrays.
+        """Release what the reader holds open: the memory maps of the arrays.
 
         A memory-mapped array keeps a file descriptor until the array is freed, and the
         table refers back to the reader (``on_damage``), so a dropped reader waited for
@@ -239,9 +262,6 @@ class IndexReader:
         refresh. Dropping the references here frees them at once; a part used again
         after ``close`` is simply loaded again.
         """
-        if self._lexical is not None:
-            self._lexical.close()
-            self._lexical = None
         if self._table is not None:
             self._table.on_damage = None
         self._table = self._bm25 = self._vectors = self._adjacency = None

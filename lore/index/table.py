@@ -22,8 +22,8 @@ CONTENT_LIMIT = 4000
 class IndexFileError(ValueError):
     """An index file that is there but unusable; ``name`` is its path inside the generation.
 
-    Raised by the parts that read several files (BM25, Whoosh, the docs beside the
-    table) so that ``IndexReader`` can name the one at fault.
+    Raised by the parts that read several files (BM25 and its term sequence, the docs
+    beside the table) so that ``IndexReader`` can name the one at fault.
     """
 
     def __init__(self, name: str, reason: str) -> None:

@@ -6,13 +6,13 @@ hook may take. This path answers from the BM25 channel only, read by
 ``lore.index.cold`` (pure Python, bit-identical scores), and then runs the very
 steps ``pipeline.run`` runs with ``channels=("bm25",)``: the same row filter
 (active records only: candidates are never injected), fusion, scoring stages
-(decay, reinforcement, project boost, coverage...), lexical evidence-gap rule,
-graph expansion; ``lore.agent.prompt.cold_context_for_prompt`` renders them
-(``context.assemble``, a later layer than this one). Its top hits are those of
-``lore search --channels bm25`` with the hook's options. It declines (and the
-whole pipeline answers) a prompt with quoted phrases, and one with fewer than
-three BM25 candidates, among which the lexical gap rule cannot see a standout:
-a young store would otherwise never get anything cold.
+(decay, reinforcement, project boost, coverage...) and graph expansion; the
+injection decision and the block (``context.block_for``, a later layer than this
+one) follow in ``lore.agent.prompt.cold_context_for_prompt``. Its top hits are those of ``lore search --channels bm25``
+with the hook's options. Quotes are a hint here as on every prompt path; it
+declines (and the whole pipeline answers) a phrase filter (``phrases="filter"``,
+which needs term positions) and a prompt with fewer than three BM25 candidates:
+a young store is judged by the whole pipeline.
 
 ``LORE_HOOK_COLD`` chooses what a cold hook does: ``lexical`` (this path, the
 default), ``full`` (the whole pipeline in process: vectors too, within the hook's
@@ -49,7 +49,7 @@ class _Sparse(dict[int, float]):
 
 
 class Declined(Exception):
-    """The query needs what this path does not have: Whoosh's positions (quoted phrases), or vectors to judge a gap."""
+    """The query needs what this path does not read: term positions (a phrase filter), or vectors to judge a gap."""
 
 
 def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,

@@ -100,7 +100,9 @@ def score_fusion(
             top = best[channel]
             value = scores.get(channel, {}).get(item, 0.0)
             if weight > 0.0 and top > 0.0 and value > 0.0:
-                shares[channel] = weight * min(value, top) / top
+                # The ratio first: weight * value / top overshoots the weight for subnormal scores
+                # (1.5 * 5e-324 rounds to 1e-323), and a share must stay within its weight.
+                shares[channel] = weight * (min(value, top) / top)
         fused[item] = (sum(shares.values()), ranks_of[item], shares)
     return fused
 

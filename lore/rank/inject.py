@@ -180,6 +180,7 @@ class Decision(NamedTuple):
     judged: tuple[Judged, ...]
     reason: str
     vectors: bool
+    gate_inputs: dict[str, float] = {}  # noqa: RUF012  (a NamedTuple default, never mutated)
 
 
 def raw_evidence(query_terms: Sequence[str], term_idf: Mapping[str, float], title: str, content: str,
@@ -269,7 +270,7 @@ def decide(hits: Sequence[Hit], query: str, term_idf: Mapping[str, float], *, pr
     s = settings or DEFAULT_SETTINGS
     judged, prompt, vectors = judge(hits, query, term_idf, project=project, null=null)
     if not judged:
-        return Decision(False, 0.0, (), (), "no hits", vectors)
+        return Decision(False, 0.0, (), (), "no hits", vectors, prompt)
     gate_w, item_w = (s.warm_gate, s.warm_item) if vectors else (s.cold_gate, s.cold_item)
     gate_t, item_t = (s.warm_gate_threshold, s.warm_item_threshold) if vectors else (s.cold_gate_threshold, s.cold_item_threshold)
     if asked:
@@ -278,9 +279,9 @@ def decide(hits: Sequence[Hit], query: str, term_idf: Mapping[str, float], *, pr
     names = item_features(vectors)
     judged = tuple(j._replace(probability=_logistic(j.evidence, item_w, names)) for j in judged)
     if not s.enabled:
-        return Decision(True, gate, tuple(j.id for j in judged), judged, "decision off", vectors)
+        return Decision(True, gate, tuple(j.id for j in judged), judged, "decision off", vectors, prompt)
     if gate < gate_t:
-        return Decision(False, gate, (), judged, f"gate {gate:.2f} below {gate_t:.2f}", vectors)
+        return Decision(False, gate, (), judged, f"gate {gate:.2f} below {gate_t:.2f}", vectors, prompt)
     already = set(seen)
     chosen = []
     repeats = 0
@@ -292,8 +293,9 @@ def decide(hits: Sequence[Hit], query: str, term_idf: Mapping[str, float], *, pr
             continue
         chosen.append(j.id)
     if not chosen:
-        return Decision(False, gate, (), judged, f"only memories injected earlier in this session ({repeats})", vectors)
-    return Decision(True, gate, tuple(chosen), judged, f"gate {gate:.2f}", vectors)
+        return Decision(False, gate, (), judged, f"only memories injected earlier in this session ({repeats})", vectors,
+                        prompt)  # fmt: skip
+    return Decision(True, gate, tuple(chosen), judged, f"gate {gate:.2f}", vectors, prompt)
 
 
 DEFAULT_SETTINGS = InjectSettings()

@@ -305,7 +305,7 @@ def run(
     table = reader.table
     phrases = quoted_phrases(query) if opts.phrases == "filter" else []
     if phrases:
-        # Quoted phrases need positions, which only the Whoosh index keeps.
+        # Quoted phrases need term positions: the BM25 index's term sequence (lore.index.lexical).
         matching = reader.lexical.matching(phrases)
         if matching is not None:
             prior = allowed if allowed is not None else [True] * len(table)

@@ -271,7 +271,7 @@ class CaptureBatch:
 
         notices: list[str] = []
         if check:
-            from lore.curate.dedup import check_before_write
+            from lore.curate.write_check import check_before_write
 
             notices = check_before_write(self.store, kind, raw, force=False, merge=False, snapshot=self.snapshot,
                                          model=self.embed_model).notices  # fmt: skip
@@ -343,7 +343,7 @@ class _Writer:
     def __init__(self, store: Store, report: CaptureReport, session_id: str, transcript: Path, project: str,
                  dry_run: bool, settings: Settings, batch: CaptureBatch | None = None) -> None:  # fmt: skip
         self.store, self.report, self.session_id, self.auto_accept = store, report, session_id, settings.auto_accept
-        self.embed_model = settings.embed_model  # the duplicate check's model
+        self.settings = settings  # the duplicate check's model and write-check cache
         self.transcript, self.project, self.dry_run, self.batch = transcript, project, dry_run, batch
         # The hashes of what is stored (the batch's, kept current), and those this capture has seen.
         self.stored: set[str] = set()
@@ -391,9 +391,11 @@ class _Writer:
         try:
             if self.dry_run:
                 if check and self.store.exists():
-                    from lore.curate.dedup import check_before_write
+                    from lore.curate.write_check import check_before_write
+                    from lore.paths import write_check_dir
 
-                    check_before_write(self.store, candidate.kind, raw, force=False, merge=False, model=self.embed_model)
+                    check_before_write(self.store, candidate.kind, raw, force=False, merge=False,
+                                       model=self.settings.embed_model, pool_cache=write_check_dir(self.settings))
                 report.proposed.append({"kind": candidate.kind, **raw})
                 report.redactions.extend(scrub.kinds)
                 return
@@ -403,7 +405,7 @@ class _Writer:
                 report.redactions.extend(scrub.kinds)
                 report.notices.extend(n.replace("{new_id}", record.id) for n in notices)
                 return
-            options = WriteOptions(check_duplicates=check, embed_model=self.embed_model)
+            options = WriteOptions.configured(self.settings, check_duplicates=check)
             result = store_record(self.store, candidate.kind, raw, scrub, options, op="capture")
         except DuplicateError as error:
             report.skipped["duplicate"] += 1

@@ -9,11 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from lore.errors import format_location
+
+if TYPE_CHECKING:
+    from lore.store.records import Record
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,11 @@ def read_bytes(path: Path, result: FileRead) -> bytes | None:
 def read_jsonl(path: Path) -> FileRead:
     """One JSON object per line; blank lines are fine, bad lines are reported by number."""
     result = FileRead(path)
-    data = read_bytes(path, result)
+    return parse_jsonl(result, read_bytes(path, result))
+
+
+def parse_jsonl(result: FileRead, data: bytes | None) -> FileRead:
+    """``read_jsonl`` of the bytes ``data`` already read from ``result.path``."""
     if not data:
         return result
     if b"\x00" in data[:8192] and not data.lstrip().startswith(b"{"):
@@ -79,6 +86,38 @@ def read_jsonl(path: Path) -> FileRead:
             continue
         result.items.append((number, value))
     return result
+
+
+def appended_records(path: Path, kind: str, data: bytes, start: int) -> list[tuple[int, int, Record]] | None:
+    """The records of the lines of ``data`` after byte ``start``, each with its line's byte range; None if any
+    line is not a clean record.
+
+    Admits a record exactly as ``Store.load`` does (an id, and the fields that carry its text);
+    a line it would warn about returns None, and the caller (the index's delta segment, the
+    write check's pool) reads the whole store instead. No line numbers: counting the prefix's
+    newlines cost 8 ms at 10k records (40 ms at 50k), and ``Record.line`` stays None, "unknown".
+    """
+    from lore.store.records import Record
+    from lore.store.validate import check_record
+
+    records: list[tuple[int, int, Record]] = []
+    position = start
+    for line in bytes(memoryview(data)[start:]).split(b"\n"):
+        begin, position = position, position + len(line) + 1
+        stripped = line.strip()
+        if not stripped:
+            continue
+        try:
+            raw = orjson.loads(stripped)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(raw, dict):
+            return None
+        record_id = raw.get("id")
+        if not isinstance(record_id, str) or not record_id.strip() or check_record(kind, raw):
+            return None
+        records.append((begin, begin + len(line), Record(kind=kind, id=record_id, raw=raw, source=path)))
+    return records
 
 
 def read_json(path: Path) -> FileRead:
