@@ -1,6 +1,6 @@
 """Text analysis for BM25: words, code identifiers split into parts, stopwords, Snowball stems.
 
-Chosen on the dev splits of every `lore bench` set (docs/search.md, "The lexical
+Chosen on the dev splits of every benchmark set (docs/search.md, "The lexical
 channel"): the short stopword list of the textbook baseline (a longer list
 dropped words like "not", "only" and "after" that questions rely on), and
 compound identifiers (``builtin/fetch.c``, ``snake_case``, ``billing-api``)
@@ -27,7 +27,7 @@ from typing import Any
 _TOKEN = re.compile(r"[^\W_]+(?:[_./\-]+[^\W_]+)*")
 _SEPARATORS = re.compile(r"[_./\-]+")
 # Articles, pronouns, auxiliaries, wh-words and the commonest prepositions and
-# conjunctions: the list of the textbook baseline (lore/bench/textbook.py).
+# conjunctions: the list of the textbook baseline (benchmarks/textbook.py).
 ENGLISH_STOPWORDS = frozenset(
     ["a", "an", "the", "and", "or", "but", "if", "then", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "into", "about", "i", "me", "my", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "it", "its", "they", "them", "their", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "have", "has", "had", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "what", "which", "who", "whom", "whose", "when", "where", "why", "how"]
 )  # fmt: skip

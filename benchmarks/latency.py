@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lore.bench import bash_original
+from benchmarks import bash_original
 from lore.interpreter import lore_argv
 
 Progress = Callable[[str], None]
@@ -111,7 +111,7 @@ def hook_event(prompt: str, cwd: Path) -> bytes:
 
 
 def first_content_word(question: str) -> str:
-    from lore.bench.quality import _content_words
+    from benchmarks.quality import _content_words
 
     words = _content_words(question)
     return max(words[:4], key=len) if words else "commit"
@@ -140,7 +140,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     # The cold hook as shipped (LORE_HOOK_COLD=lexical: BM25 without numpy) and the whole
     # pipeline in process (LORE_HOOK_COLD=full: what every cold prompt ran before).
     full_env = {**env, "LORE_HOOK_COLD": "full"}
-    # The original bash Lore's `lore search` on the same decisions (lore/bench/bash_original.py).
+    # The original bash Lore's `lore search` on the same decisions (benchmarks/bash_original.py).
     original = bash_original.baselines(data_dir, work / "bash-original", env)
 
     def commands(i: int) -> dict[str, tuple[list[str], bytes | None, dict[str, str]]]:
@@ -214,7 +214,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
 
 def stage_timings(data_dir: Path, index_dir: Path, queries: Sequence[str], now: float) -> dict[str, Any]:
     """In-process pipeline time per stage (p50, p95 over the queries), warm session, full pipeline."""
-    from lore.bench.quality import Searcher
+    from benchmarks.quality import Searcher
     from lore.rank.pipeline import SearchOptions
 
     searcher = Searcher(data_dir, index_dir)
@@ -247,7 +247,7 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     a `tools/call remember` per run after a first call that loads what the check needs.
     The store grows by the decisions written: measure it last.
     """
-    from lore.bench.mcpstart import INITIALIZE, _Client
+    from benchmarks.mcpstart import INITIALIZE, _Client
     from lore.index.manager import IndexManager
     from lore.paths import Locations
 

@@ -48,7 +48,7 @@ def _quiet(message: str) -> None:
 
 
 def labelled_dir() -> Path | None:
-    from lore.bench import PROJECT_ROOT
+    from benchmarks import PROJECT_ROOT
 
     path = PROJECT_ROOT / "tests" / "data" / "transcripts"
     return path if (path / "labels.jsonl").is_file() else None

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lore.bench.sets import data_file, read_jsonl
+from benchmarks.sets import data_file, read_jsonl
 
 PAIRS = "duplicate_pairs.jsonl"
 PRECISION_BAR = 0.95

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora
+from benchmarks import corpora
 from lore.interpreter import lore_argv
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora
+from benchmarks import corpora
 
 Progress = Callable[[str], None]
 

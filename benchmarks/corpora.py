@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from lore.bench import PROJECT_ROOT
+from benchmarks import PROJECT_ROOT
 
 SCIFACT_TIME = "2024-01-01T00:00:00Z"
 DECISIONS = Path("journal/data/decisions.jsonl")
