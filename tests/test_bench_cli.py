@@ -41,3 +41,9 @@ def test_it_runs_from_the_checkout_and_from_any_directory_with_the_checkout_on_t
     elsewhere = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "nonsense"], cwd=tmp_path,
                                env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert (elsewhere.returncode, elsewhere.stderr.splitlines()[0]) == (2, "Error: unknown section 'nonsense'")
+
+
+def test_lore_bench_is_no_longer_the_harness() -> None:
+    from lore.cli.app import run
+
+    assert run(["bench", "--only", "quality"]) == 2  # `lore bench` measures your own store: no sections

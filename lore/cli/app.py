@@ -15,6 +15,7 @@ import typer
 
 # Imported for their side effect of registering commands on ``app``.
 from lore.cli import (  # noqa: F401
+    cmd_bench,
     cmd_capture,
     cmd_curate,
     cmd_hook,
