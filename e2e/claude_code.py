@@ -154,7 +154,7 @@ def scenarios(run: ClaudeRun, api: FakeAnthropic, ids: dict[str, str]) -> None:
     # A helper is usually warm by the time a person types (a session start spawned it):
     # start it the way `lore server start` does, so the checks below do not depend on
     # whether a cold prompt hook fits its 400 ms deadline on a busy CI machine. The
-    # cold first prompt is measured by the timings and by `lore bench --only firstprompt`.
+    # cold first prompt is measured by the timings and by `python -m benchmarks --only firstprompt`.
     run.lore_cli("server", "start")
     run.step("prompt hook block reaches the model", prompt_gets_context)
     run.step("SessionStart context arrives", lambda: session_start_arrives(agent))
@@ -172,7 +172,7 @@ def time_to_request(run: ClaudeRun, api: FakeAnthropic, rounds: int) -> None:
     ``-p`` sends the prompt the moment the session has started, so "helper started by
     this SessionStart" is the worst case for the first prompt: the helper is still
     warming up and the prompt hook answers in-process beside it. A person types for
-    seconds after a session starts; ``lore bench --only firstprompt`` measures that.
+    seconds after a session starts; ``python -m benchmarks --only firstprompt`` measures that.
     """
     settings = run.home / ".claude" / "settings.json"
     saved = settings.read_bytes()

@@ -152,7 +152,12 @@ class Run:
 
     def stop_helpers(self) -> None:
         """Stop the warm helper the session-start hooks spawned (and anything else serving this index)."""
-        from lore.bench.indexing import stop_helpers_of
+        # The harness sits beside lore/ in the checkout, not in the installed package; appended,
+        # so the installed lore still comes first.
+        root = str(Path(__file__).resolve().parent.parent)
+        if root not in sys.path:
+            sys.path.append(root)
+        from benchmarks.indexing import stop_helpers_of
 
         subprocess.run([*self.lore, "server", "stop"], env=self.base_env, capture_output=True, timeout=60, check=False)
         stop_helpers_of(self.index)  # and any other process serving this index that it did not reach

@@ -136,7 +136,7 @@ def scenarios(run: GeminiRun, api: FakeGemini, ids: dict[str, str]) -> None:
     # A helper is usually warm by the time a person types (a session start spawned it):
     # start it the way `lore server start` does, so the checks below do not depend on
     # whether a cold prompt hook fits its 400 ms deadline on a busy CI machine. The
-    # cold first prompt is measured by the timings and by `lore bench --only firstprompt`.
+    # cold first prompt is measured by the timings and by `python -m benchmarks --only firstprompt`.
     run.lore_cli("server", "start")
     run.step("BeforeAgent block reaches the model", prompt_gets_context)
     run.step("SessionStart context arrives", lambda: session_start_arrives(agent))

@@ -6,7 +6,7 @@ which must agree bit for bit) and the write-time duplicate and contradiction
 checks (``lore.curate.similarity``). The textbook BM25 of ``lore bench`` is the
 one exception on purpose: it is a baseline, and shares no code with lore.
 
-Chosen on the dev splits of every `lore bench` set (docs/search.md, "The lexical
+Chosen on the dev splits of every benchmark set (docs/search.md, "The lexical
 channel"): the short stopword list of the textbook baseline (a longer list
 dropped words like "not", "only" and "after" that questions rely on), and
 compound identifiers (``builtin/fetch.c``, ``snake_case``, ``billing-api``)
@@ -35,7 +35,7 @@ _TOKEN = re.compile(r"[^\W_]+(?:[_./\-]+[^\W_]+)*")
 _ASCII_TOKEN = re.compile(r"[a-zA-Z0-9]+(?:[_./\-]+[a-zA-Z0-9]+)*")  # _TOKEN on ASCII text
 _SEPARATORS = re.compile(r"[_./\-]+")
 # Articles, pronouns, auxiliaries, wh-words and the commonest prepositions and
-# conjunctions: the list of the textbook baseline (lore/bench/textbook.py).
+# conjunctions: the list of the textbook baseline (benchmarks/textbook.py).
 ENGLISH_STOPWORDS = frozenset(
     ["a", "an", "the", "and", "or", "but", "if", "then", "of", "to", "in", "on", "at", "by", "for", "with", "from", "as", "into", "about", "i", "me", "my", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "it", "its", "they", "them", "their", "this", "that", "these", "those", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "have", "has", "had", "will", "would", "shall", "should", "can", "could", "may", "might", "must", "what", "which", "who", "whom", "whose", "when", "where", "why", "how"]
 )  # fmt: skip

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Render a `lore bench --out FILE` JSON as the Markdown tables of docs/performance.md.
+"""Render a `python -m benchmarks --out FILE` JSON as the Markdown tables of docs/performance.md.
 
-    lore bench --out bench-results.json && python scripts/bench_markdown.py bench-results.json
+    python -m benchmarks --out bench-results.json && python scripts/bench_markdown.py bench-results.json
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The dev-half study behind lore's duplicate-detection defaults (docs/search.md, "Duplicate detection").
 
-Reads only the ``dev`` half of lore/bench/data/duplicate_pairs.jsonl: every threshold,
+Reads only the ``dev`` half of benchmarks/data/duplicate_pairs.jsonl: every threshold,
 feature and weight in lore/curate/dedup.py was chosen from these figures; the test half
-is reported by ``lore bench --only duplicates`` alone.
+is reported by ``python -m benchmarks --only duplicates`` alone.
 
 Each dev pair is compared as the CLI compares a new record: ``b`` against ``a`` and
 against the bench's background records of its kind (a match with one of those counts
@@ -58,7 +58,7 @@ _WORD = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
 def comparisons(every_text: set[str] | None = None) -> list[dict[str, Any]]:
     """One row per (new, stored) comparison; ``every_text`` collects every text lore embeds for them."""
     sys.path.insert(0, str(ROOT))
-    from lore.bench.duplicates import BACKGROUND, _record, load_pairs
+    from benchmarks.duplicates import BACKGROUND, _record, load_pairs
     from lore.curate import dedup
     from lore.curate.similarity import Bm25Stats, bm25_symmetric, jaccard
 
@@ -219,7 +219,7 @@ def add_scores(rows: list[dict[str, Any]], cache: Path) -> list[str]:
 def lore_sweep(cache: Path, encoder: str) -> tuple[dict[str, float], dict[str, Any]] | None:
     import numpy as np
 
-    from lore.bench.duplicates import figures, load_pairs, lore_verdicts
+    from benchmarks.duplicates import figures, load_pairs, lore_verdicts
     from lore.curate import dedup
     from lore.embedder import get_embedder
 
@@ -264,7 +264,7 @@ def lore_sweep(cache: Path, encoder: str) -> tuple[dict[str, float], dict[str, A
 
 def lore_shipped() -> dict[str, Any]:
     """lore's own defaults with the bundled model, on the dev half."""
-    from lore.bench.duplicates import figures, load_pairs, lore_verdicts
+    from benchmarks.duplicates import figures, load_pairs, lore_verdicts
     from lore.embedder import get_embedder
 
     dev = [p for p in load_pairs() if p["split"] == "dev"]

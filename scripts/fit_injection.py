@@ -2,7 +2,7 @@
 
     python scripts/fit_injection.py [--shared ../shared]
 
-Runs the stream's searches once (``lore.bench.stream.observe``), fits the gate (one
+Runs the stream's searches once (``benchmarks.stream.observe``), fits the gate (one
 logistic score per prompt: does any memory apply?) and the item score (per hit) on
 the dev sessions only, then picks, on dev only, the gate and item thresholds that
 leave the most unanswerable prompts empty while the hit rate stays within 5 points
@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from lore.bench import stream
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the harness (benchmarks/) of this checkout
+
+from benchmarks import stream
 from lore.context import decide
 from lore.rank import inject
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Replay fusion variants over cached channel scores on the DEV splits of the `lore bench` sets.
+"""Replay fusion variants over cached channel scores on the DEV splits of the benchmark sets.
 
 The evidence behind the fusion defaults in docs/search.md ("Fusion"). For every
 question of every set it computes once, with lore's own index and model: the
@@ -25,13 +25,15 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the harness (benchmarks/) of this checkout
+
 
 def build_cache(name: str, shared: Path, work: Path) -> dict[str, Any]:
+    from benchmarks import corpora, matrix
+    from benchmarks import sets as bench_sets
+    from benchmarks.quality import Searcher
+    from benchmarks.textbook import TextbookBM25
     from lore import analysis
-    from lore.bench import corpora, matrix
-    from lore.bench import sets as bench_sets
-    from lore.bench.quality import Searcher
-    from lore.bench.textbook import TextbookBM25
     from lore.rank.query import hyde_document
 
     path = work / f"cache-{name}.pkl"

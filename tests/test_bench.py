@@ -1,4 +1,4 @@
-"""The benchmark harness's building blocks on tiny inputs, so `lore bench` keeps working.
+"""The benchmark harness's building blocks on tiny inputs, so `python -m benchmarks` keeps working.
 
 No thresholds on any figure: these tests check that every section runs end to
 end and produces well-formed results. Skipped when the shared data or the
@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lore.bench import shared_dir
+from benchmarks import shared_dir
 from tests.conftest import resolve_locations
 
 SHARED = shared_dir(required=False)
@@ -33,7 +33,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_commit_conversion() -> None:
-    from lore.bench import corpora
+    from benchmarks import corpora
 
     assert corpora.strip_trailers("Fix the thing.\n\nSigned-off-by: A <a@b.c>\nHelped-by: B <b@c.d>\ncc: x") == "Fix the thing."
     assert SHARED is not None
@@ -47,7 +47,7 @@ def test_commit_conversion() -> None:
 
 
 def test_evaluate_counts_queries_without_results() -> None:
-    from lore.bench.quality import evaluate
+    from benchmarks.quality import evaluate
 
     qrels = {"q1": {"d1": 1}, "q2": {"d2": 1}}
     perfect = evaluate({"q1": ["d1"], "q2": ["d2", "d9"]}, qrels, ("nDCG@10", "R@100", "RR@10"))
@@ -59,8 +59,8 @@ def test_evaluate_counts_queries_without_results() -> None:
 def test_matrix_on_a_tiny_set_reports_every_system_on_both_splits(isolated: Path) -> None:
     from rich.console import Console
 
-    from lore.bench import corpora, matrix, sets
-    from lore.bench.report import matrix_table
+    from benchmarks import corpora, matrix, sets
+    from benchmarks.report import matrix_table
 
     assert SHARED is not None
     raws, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 80))
@@ -87,7 +87,7 @@ def test_matrix_on_a_tiny_set_reports_every_system_on_both_splits(isolated: Path
 
 
 def test_memory_records_are_short_and_tagged_by_area() -> None:
-    from lore.bench import sets
+    from benchmarks import sets
 
     assert SHARED is not None
     commit = {"sha": "ab" * 20, "date": "2020-01-01T00:00:00Z", "subject": "fetch: fix a leak",
@@ -101,7 +101,7 @@ def test_memory_records_are_short_and_tagged_by_area() -> None:
 def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     from rich.console import Console
 
-    from lore.bench import corpora, indexing, latency, report, runner
+    from benchmarks import corpora, indexing, latency, report, runner
 
     assert SHARED is not None
     raws, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 60))
@@ -149,27 +149,21 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
 
 
 def test_missing_extra_is_a_lore_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lore.bench import require_extra
+    from benchmarks import require_extra
     from lore.errors import LoreError
 
     monkeypatch.setitem(sys.modules, "ir_measures", None)
     with pytest.raises(LoreError) as caught:
         require_extra()
-    assert caught.value.hint == "pip install 'lore[bench]'"
-
-
-def test_cli_rejects_unknown_section() -> None:
-    from lore.cli.app import run
-
-    assert run(["bench", "--only", "nonsense"]) == 2
+    assert caught.value.hint == "pip install -e '.[bench]'"
 
 
 def test_soak_section_runs_and_renders(isolated: Path) -> None:
-    """A tiny helper soak, rendered like `lore bench` does (the surfaces section runs in `lore bench --quick`)."""
+    """A tiny helper soak, rendered like `python -m benchmarks` does (the surfaces section runs in `--quick`)."""
     from rich.console import Console
 
-    from lore.bench import corpora, helper
-    from lore.bench.report import render
+    from benchmarks import corpora, helper
+    from benchmarks.report import render
     from lore.index.manager import IndexManager
 
     assert SHARED is not None
@@ -190,7 +184,7 @@ def test_the_whole_process_refresh_figure_first_ends_helpers_serving_its_index(t
     """A helper left by another section refreshed the index behind the measured `lore index` (a failed run)."""
     import subprocess
 
-    from lore.bench.indexing import stop_helpers_of
+    from benchmarks.indexing import stop_helpers_of
     from lore.index.manager import IndexManager
 
     data_dir = tmp_path / "demo"
@@ -208,7 +202,7 @@ def test_the_whole_process_refresh_figure_first_ends_helpers_serving_its_index(t
 
 
 def test_a_quick_run_asks_the_memory_sets_the_first_questions_of_each_split() -> None:
-    from lore.bench import sets
+    from benchmarks import sets
 
     assert SHARED is not None
     whole = sets.memory(SHARED)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lore.bench import bash_original, corpora
+from benchmarks import bash_original, corpora
 
 pytestmark = pytest.mark.skipif(shutil.which("sqlite3") is None, reason="sqlite3 CLI not installed (CI installs it)")
 
@@ -56,7 +56,7 @@ def test_builds_the_original_tables_and_finds_the_record(tmp_path: Path) -> None
 
 
 def test_baselines_time_the_sqlite3_query_and_note_a_missing_checkout(tmp_path: Path) -> None:
-    from lore.bench import latency
+    from benchmarks import latency
 
     data_dir = _data_dir(tmp_path)
     got = bash_original.baselines(data_dir, tmp_path / "work", {"PATH": "/usr/bin:/bin"})

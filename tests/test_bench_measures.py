@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lore.bench.matrix import paired_margin, per_question
+from benchmarks.matrix import paired_margin, per_question
 
 QRELS = {"q1": {"d1": 1}, "q2": {"d2": 2, "d3": 1}}
 

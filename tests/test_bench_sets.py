@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from lore.bench import corpora, sets, shared_dir
-from lore.bench.duplicates import PARAPHRASE_CATEGORIES, SPECIFIC_CATEGORIES
-from lore.bench.sets import data_file, read_jsonl
+from benchmarks import corpora, sets, shared_dir
+from benchmarks.duplicates import PARAPHRASE_CATEGORIES, SPECIFIC_CATEGORIES
+from benchmarks.sets import data_file, read_jsonl
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = shared_dir(required=False)
@@ -91,7 +91,7 @@ def test_memory_fresh_set_is_held_out_and_disjoint_from_the_memory_set() -> None
         target_words = set(_words(records[sha]["decision"] + " " + records[sha]["rationale"]).split()) - stop
         sharing_none += not (set(_words(q["question"]).split()) - stop) & target_words
     # Lexically easier than the memory set (72 of 200 here; 35% by the textbook BM25's stemmed
-    # analyser against 48% for the memory set's test split): lore/bench/data/README.md says so.
+    # analyser against 48% for the memory set's test split): benchmarks/data/README.md says so.
     assert sharing_none >= len(rows) * 0.35, f"{sharing_none} of {len(rows)} share no word"
 
 

@@ -1,12 +1,12 @@
-"""The prompt stream section of `lore bench`: its data, its replay and its measures."""
+"""The prompt stream section of the benchmark harness: its data, its replay and its measures."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
-from lore.bench import stream
-from lore.bench.stream import Observed, Outcome, Turn
+from benchmarks import stream
+from benchmarks.stream import Observed, Outcome, Turn
 
 
 def test_the_stream_holds_32_sessions_of_10_prompts_split_by_session() -> None:
@@ -61,7 +61,7 @@ def test_a_quick_run_replays_the_demo_sessions_through_the_hooks_own_steps(tmp_p
 
 
 def test_the_hit_margin_pairs_each_prompt_of_one_policy_with_the_others() -> None:
-    from lore.bench.matrix import paired_margin
+    from benchmarks.matrix import paired_margin
 
     lore = [outcome("s", ("a",), ("a",), 1), outcome("s", ("b",), (), 0), outcome("s", (), (), 0)]
     always = [outcome("s", ("a",), ("a",), 1), outcome("s", ("b",), ("b",), 1), outcome("s", (), ("x",), 1)]

@@ -335,7 +335,7 @@ def test_quoted_phrases_must_appear_in_order(data_dir: Path, cli) -> None:
 
 def test_lexical_only_gap_judges_bm25s_own_best_record(data_dir: Path) -> None:
     """Decay moves a fresh partial match above an old full match; the evidence is still the full one."""
-    from lore.bench import corpora
+    from benchmarks import corpora
     from lore.rank.pipeline import SearchOptions
     from lore.search import SearchSession, search
 

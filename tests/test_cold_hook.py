@@ -35,7 +35,7 @@ EXTRA = ["why pgbouncer", "postgres connection pooling", "kafka consumer lag inc
 
 
 def demo_questions() -> list[str]:
-    from lore.bench.sets import demo
+    from benchmarks.sets import demo
 
     evalset = demo(PROJECT_ROOT / "data")
     questions = [text for split in ("dev", "test") for part in (evalset.answerable(split), evalset.unanswerable(split))

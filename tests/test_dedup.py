@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.duplicates import BACKGROUND as BENCH_BACKGROUND
 from lore import capture
-from lore.bench.duplicates import BACKGROUND as BENCH_BACKGROUND
 from lore.capture import WriteOptions
 from lore.curate import dedup
 from lore.curate.dedup import Match, consolidation_clusters, find_duplicate
@@ -175,7 +175,7 @@ def test_no_difference_in_specifics(a: str, b: str) -> None:
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        # Reworded duplicates of the dev half of lore/bench/data/duplicate_pairs.jsonl that the
+        # Reworded duplicates of the dev half of benchmarks/data/duplicate_pairs.jsonl that the
         # number guard used to veto: a compound number word, a hyphenated unit, a "k" multiplier.
         ("Keep pull requests under 400 lines of diff",
          "Split work so a reviewer never faces more than roughly four hundred changed lines"),  # p022
@@ -242,7 +242,7 @@ def test_opposite_advice(a: str, b: str) -> None:
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        # Contradictions of the dev half of lore/bench/data/duplicate_pairs.jsonl whose clauses do
+        # Contradictions of the dev half of benchmarks/data/duplicate_pairs.jsonl whose clauses do
         # not line up one to one; each was called a duplicate once the cosine bar was lowered.
         ("Wrap errors with fmt.Errorf(\"doing x: %w\", err) at every layer",
          "Return errors unchanged up the stack; do not wrap them at each layer"),  # p162
@@ -552,7 +552,7 @@ def test_consolidation_clusters(store: Store) -> None:
 
 
 def test_dedup_thresholds_hold_the_precision_bar_on_the_dev_half_they_were_chosen_on() -> None:
-    from lore.bench.duplicates import PRECISION_BAR, figures, load_pairs, lore_verdicts
+    from benchmarks.duplicates import PRECISION_BAR, figures, load_pairs, lore_verdicts
     from lore.embedder import get_query_encoder
 
     assert (dedup.LEXICAL_BM25, dedup.LEXICAL_JACCARD, dedup.SEMANTIC_COSINE, dedup.CORE_COSINE) == (0.60, 0.80, 0.80, 0.60)
@@ -563,7 +563,7 @@ def test_dedup_thresholds_hold_the_precision_bar_on_the_dev_half_they_were_chose
 
 
 def test_contradiction_figures_count_reports_and_false_notices() -> None:
-    from lore.bench.duplicates import contradiction_figures
+    from benchmarks.duplicates import contradiction_figures
 
     pairs = [{"label": "contradiction"}, {"label": "contradiction"}, {"label": "duplicate"}, {"label": "distinct"}]
     # (called a duplicate, the stored record reported as contradicted, another record reported)

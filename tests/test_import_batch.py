@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lore.bench.importing import write_export
+from benchmarks.importing import write_export
 from lore.store import audit
 from lore.store.store import NewEdge, Store
 

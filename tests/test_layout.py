@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("index", ("lore.index",)),
     ("rank", ("lore.rank", "lore.search")),
     ("render", ("lore.render", "lore.context")),
-    ("surfaces", ("lore.api", "lore.cli", "lore.agent", "lore.ui", "lore.bench", "lore.__main__")),
+    ("surfaces", ("lore.api", "lore.cli", "lore.agent", "lore.ui", "lore.measure", "lore.__main__")),
 )  # fmt: skip
 
 
@@ -166,8 +166,7 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_lores_modules_import_each_other_without_cycles() -> None:
-    # The benchmark harness (lore.bench) is leaving the package for the repository's root (#26).
-    assert [c for c in cycles(import_graph()) if not all(m.startswith("lore.bench") for m in c)] == []
+    assert cycles(import_graph()) == []
 
 
 def test_no_import_runs_back_up_the_layers() -> None:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lore.bench.textbook import TextbookBM25, record_text
+from benchmarks.textbook import TextbookBM25, record_text
 
 DOCS = [("d1", "The cat sat on the mat"), ("d2", "Dogs chase cats"), ("d3", "A bird")]
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 import yaml
 
-from lore.bench import corpora
+from benchmarks import corpora
 from lore.index.graph import Adjacency, GraphEdge
 from lore.rank.stages import Candidate, QueryContext
 from lore.rank.traverse import RELATION_WEIGHTS, expand, neighbour_ranking

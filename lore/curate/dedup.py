@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 Embed = Callable[[list[str]], np.ndarray]
 
-# Chosen on the dev half of lore/bench/data/duplicate_pairs.jsonl (110 pairs): dev precision 1.00,
+# Chosen on the dev half of benchmarks/data/duplicate_pairs.jsonl (110 pairs): dev precision 1.00,
 # recall 0.36. The dev sweep's best setting at precision >= 0.95 (semantic and core cosine 0.55:
 # dev 0.95 / 0.42) was frozen, then reported once on the test half: precision 0.70, recall 0.32
 # (6 of 15 contradictions called duplicates). Lower cosine bars let in contradictions and

@@ -4,7 +4,7 @@ Two methods: score fusion (the default), a convex combination of each channel's
 scores divided by that channel's best score for the query, and weighted
 Reciprocal Rank Fusion, sum over channels of weight / (k + rank). RRF sees only
 ranks: a record far ahead in BM25 and one barely ahead count alike. On the dev
-splits of the four `lore bench` sets score fusion wins on three and ties on the
+splits of the four benchmark sets score fusion wins on three and ties on the
 fourth (docs/search.md, "Fusion").
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 RRF_K = 60
 # The seeds specify vector 1.0, HyDE 0.8, BM25 0.6. With the bundled static model
 # BM25 is the strongest single channel on every set but the short memories; these
-# weights (score fusion) are the best on the dev splits of all four `lore bench`
+# weights (score fusion) are the best on the dev splits of all four benchmark
 # sets together (docs/search.md, "Fusion"): vectors at 0.8 find what shares no word
 # with the query on short records (memory dev MRR@10 0.176 -> 0.198, vector alone
 # 0.185), HyDE at 0.2 helps or ties on every set. The graph channel is off: at 0.3

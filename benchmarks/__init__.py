@@ -1,7 +1,10 @@
-"""`lore bench`: retrieval quality, known-item search, latency, indexing and scale figures.
+"""lore's benchmark harness (``python -m benchmarks`` in a checkout): retrieval quality, known-item search,
+latency, indexing and scale figures.
 
-The harness reads the shared evaluation data by path (``../shared/`` beside the
-project root, or ``$LORE_SHARED_DIR``) and never copies it into the project.
+It lives beside the package, not in it: an installed lore ships none of it (its
+``lore bench`` measures the user's own store: lore.measure). The harness reads the
+shared evaluation data by path (``../shared/`` beside the project root, or
+``$LORE_SHARED_DIR``) and never copies it into the project.
 Its scoring dependencies (ir-measures, pytrec_eval) live in the ``bench`` extra.
 See docs/evaluation.md for what each figure means.
 """
@@ -21,13 +24,13 @@ if TYPE_CHECKING:
     from lore.settings import Settings
 
 SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture", "sync")
-# `lore bench` without --only: the sync soak takes minutes of git merges and says nothing about
-# search, so it runs when asked for (`lore bench --only sync`).
+# `python -m benchmarks` without --only: the sync soak takes minutes of git merges and says nothing
+# about search, so it runs when asked for (`python -m benchmarks --only sync`).
 DEFAULT_SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture")
-# The evaluation sets of the quality section (lore.bench.sets), in the order they run.
+# The evaluation sets of the quality section (benchmarks.sets), in the order they run.
 SETS = ("scifact", "knownitem", "memory", "memory-fresh", "demo", "locomo")
 DEFAULT_SIZES = (1000, 10000, 50000)
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def require_extra() -> None:
@@ -36,7 +39,7 @@ def require_extra() -> None:
         import ir_measures  # noqa: F401
         import pytrec_eval  # noqa: F401
     except ImportError as exc:
-        raise LoreError("lore bench needs the bench extra", hint="pip install 'lore[bench]'") from exc
+        raise LoreError("the benchmark harness needs the bench extra", hint="pip install -e '.[bench]'") from exc
 
 
 def _candidates(env: str, name: str) -> list[Path]:
@@ -50,8 +53,7 @@ def _candidates(env: str, name: str) -> list[Path]:
 def shared_dir(required: bool = True) -> Path | None:
     """``$LORE_SHARED_DIR``, else ``../shared`` beside the project root or beside the working directory.
 
-    A non-editable install has no project root around it; run the bench from a
-    checkout (or name the directory) and it is found all the same.
+    Found beside this checkout, or beside the working directory (or named by the variable).
     """
     for path in _candidates("LORE_SHARED_DIR", "shared"):
         if (path / "corpora").is_dir() or (path / "beir").is_dir():
@@ -81,7 +83,7 @@ def demo_dir() -> Path:
     raise NotFoundError(
         "the demo data dir (data/ of a lore checkout) was not found (looked in "
         + ", ".join(str(p) for p in candidates) + ")",
-        hint="run lore bench from a checkout of lore, or set LORE_DEMO_DIR",
+        hint="run python -m benchmarks from a checkout of lore, or set LORE_DEMO_DIR",
     )
 
 

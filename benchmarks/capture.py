@@ -48,7 +48,7 @@ def _quiet(message: str) -> None:
 
 
 def labelled_dir() -> Path | None:
-    from lore.bench import PROJECT_ROOT
+    from benchmarks import PROJECT_ROOT
 
     path = PROJECT_ROOT / "tests" / "data" / "transcripts"
     return path if (path / "labels.jsonl").is_file() else None
@@ -79,7 +79,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def hook_cost(work: Path, progress: Progress = _quiet) -> dict[str, Any]:
-    from lore.bench import settings as lore_settings
+    from benchmarks import settings as lore_settings
     from lore.sessions import state
     from lore.store import Store
 
@@ -157,7 +157,7 @@ def score(captured: list[Any], expected: list[dict[str, Any]]) -> tuple[int, Cou
 
 
 def quality(work: Path, folder: Path, progress: Progress = _quiet) -> dict[str, Any]:
-    from lore.bench import settings as lore_settings
+    from benchmarks import settings as lore_settings
     from lore.sessions.pipeline import capture_session
     from lore.store import Store
 

@@ -7,41 +7,26 @@ on the machine spreads evenly over them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lore.bench import bash_original
-from lore.bench import locations as bench_locations
-from lore.interpreter import lore_argv
+from benchmarks import bash_original
+from benchmarks import locations as bench_locations
+
+# The timing helpers `lore bench` shares live in lore.measure; the harness's modules import them from here.
+from lore.measure import PYTHON_PASS, Sample, hook_event, lore_command, run_once, summary
 
 Progress = Callable[[str], None]
 
 
-# The ratio base of every whole-process figure: the interpreter starting and stopping.
-PYTHON_PASS = [sys.executable, "-c", "pass"]
-
 def _quiet(message: str) -> None:
     return None
-
-
-def lore_command() -> list[str]:
-    """The installed ``lore`` console script beside this interpreter, else ``python -m lore``."""
-    script = Path(sys.executable).parent / "lore"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("lore")
-    return [found] if found else lore_argv()
 
 
 def compile_bytecode() -> bool:
@@ -58,61 +43,8 @@ def compile_bytecode() -> bool:
     return bool(compileall.compile_dir(str(Path(lore.__file__).parent), quiet=1))
 
 
-@dataclass
-class Sample:
-    ms: float
-    maxrss_kb: int
-    returncode: int
-    stdout: bytes
-    cpu_ms: float = -1.0  # user + system time (GNU time): less moved by other work on a shared machine than wall time
-
-
-TIME_BIN = Path("/usr/bin/time")
-
-
-def run_once(command: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: bytes | None = None) -> Sample:
-    """Spawn, feed stdin, wait: wall milliseconds and the child's own peak RSS.
-
-    Peak RSS comes from GNU time (``%M``) when /usr/bin/time exists: a child
-    spawned straight from the harness would report the harness's own RSS,
-    which Linux carries over into the child's high-water mark at exec.
-    """
-    rss_kb, cpu_ms = -1, -1.0
-    with tempfile.NamedTemporaryFile(prefix="lore-bench-rss-") as rss_file:
-        full = list(command)
-        if TIME_BIN.exists():
-            full = [str(TIME_BIN), "-f", "%U %S %M", "-o", rss_file.name, *full]
-        started = time.perf_counter()
-        done = subprocess.run(full, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-                              capture_output=True, env=dict(env), cwd=cwd, check=False)  # fmt: skip
-        elapsed = (time.perf_counter() - started) * 1000
-        if TIME_BIN.exists():
-            fields = Path(rss_file.name).read_text(errors="replace").split()
-            if len(fields) >= 3 and fields[-1].isdigit():  # (a failed command's line comes first)
-                rss_kb = int(fields[-1])
-                with contextlib.suppress(ValueError):
-                    cpu_ms = (float(fields[-3]) + float(fields[-2])) * 1000
-    return Sample(elapsed, rss_kb, done.returncode, done.stdout, cpu_ms)
-
-
-def summary(values: Sequence[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {}
-    p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * (len(ordered) - 1))))]
-    return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "min": round(ordered[0], 2),
-            "max": round(ordered[-1], 2), "n": len(ordered)}  # fmt: skip
-
-
-def hook_event(prompt: str, cwd: Path) -> bytes:
-    return json.dumps({
-        "session_id": "lore-bench", "transcript_path": str(cwd / "transcript.jsonl"), "cwd": str(cwd),
-        "hook_event_name": "UserPromptSubmit", "prompt": prompt,
-    }).encode()  # fmt: skip
-
-
 def first_content_word(question: str) -> str:
-    from lore.bench.quality import _content_words
+    from benchmarks.quality import _content_words
 
     words = _content_words(question)
     return max(words[:4], key=len) if words else "commit"
@@ -141,7 +73,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     # The cold hook as shipped (LORE_HOOK_COLD=lexical: BM25 without numpy) and the whole
     # pipeline in process (LORE_HOOK_COLD=full: what every cold prompt ran before).
     full_env = {**env, "LORE_HOOK_COLD": "full"}
-    # The original bash Lore's `lore search` on the same decisions (lore/bench/bash_original.py).
+    # The original bash Lore's `lore search` on the same decisions (benchmarks/bash_original.py).
     original = bash_original.baselines(data_dir, work / "bash-original", env)
 
     def commands(i: int) -> dict[str, tuple[list[str], bytes | None, dict[str, str]]]:
@@ -215,7 +147,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
 
 def stage_timings(data_dir: Path, index_dir: Path, queries: Sequence[str], now: float) -> dict[str, Any]:
     """In-process pipeline time per stage (p50, p95 over the queries), warm session, full pipeline."""
-    from lore.bench.quality import Searcher
+    from benchmarks.quality import Searcher
     from lore.rank.pipeline import SearchOptions
 
     searcher = Searcher(data_dir, index_dir)
@@ -248,7 +180,7 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     a `tools/call remember` per run after a first call that loads what the check needs.
     The store grows by the decisions written: measure it last.
     """
-    from lore.bench.mcpstart import INITIALIZE, _Client
+    from benchmarks.mcpstart import INITIALIZE, _Client
     from lore.index.manager import IndexManager
 
     state, cache, cwd = work / "state", work / "cache", work / "cwd"

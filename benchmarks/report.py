@@ -42,7 +42,7 @@ SHORT = {"R@5": "R@5", "R@10": "R@10", "RR@10": "MRR@10", "nDCG@10": "nDCG@10", 
 
 def matrix_table(name: str, result: dict[str, Any]) -> Table:
     """One set: every system's dev and test figures side by side."""
-    from lore.bench.matrix import LABELS
+    from benchmarks.matrix import LABELS
 
     splits = result["splits"]
     measures = result.get("measures") or ["R@5", "R@10", "RR@10"] + (["nDCG@10"] if result.get("primary") == "nDCG@10" else [])
@@ -82,7 +82,7 @@ def matrix_table(name: str, result: dict[str, Any]) -> Table:
 
 def groups_table(name: str, result: dict[str, Any]) -> Table | None:
     """A set's figures per group of questions (LoCoMo's categories): every system, dev and test."""
-    from lore.bench.matrix import LABELS
+    from benchmarks.matrix import LABELS
 
     splits = result["splits"]
     if not any("groups" in f for f in splits.values()):
@@ -117,7 +117,7 @@ def groups_table(name: str, result: dict[str, Any]) -> Table | None:
 def abstention_table(name: str, result: dict[str, Any]) -> Table | None:
     """The share of questions each system flags as an evidence gap, per split and group: on the
     unanswerable ones a right abstention, on the answerable ones a false one."""
-    from lore.bench.matrix import LABELS
+    from benchmarks.matrix import LABELS
 
     splits = result["splits"]
     systems: list[str] = []
@@ -172,7 +172,7 @@ def duplicates_table(result: dict[str, Any]) -> Table:
 
 def latency_table(size: str, result: dict[str, Any]) -> Table:
     table = Table(title=f"Whole-process latency at {int(size):,} decisions ({result['runs']} runs after a warm-up; lore's bytecode compiled first, as pip does)")
-    # Ratios to the original bash Lore's search (lore/bench/bash_original.py), when it was measured.
+    # Ratios to the original bash Lore's search (benchmarks/bash_original.py), when it was measured.
     baselines = [(key, label) for key, label in (("ratio_to_sqlite3_fts5", "x sqlite3 FTS5"), ("ratio_to_bash_original", "x bash original"))
                  if any(key in f for f in result["commands"].values())]  # fmt: skip
     for column in ("command", "p50 ms", "p95 ms", "x python floor", "x grep -ril", *(label for _, label in baselines),

@@ -18,18 +18,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora
+from benchmarks import corpora
 from lore.interpreter import lore_argv
 
 
 def _locations(data_dir: Path, index_dir: Path) -> Any:
-    from lore.bench import locations
+    from benchmarks import locations
 
     return locations(data_dir, index_dir)
 
 
 def warm_model() -> None:
-    from lore.bench import settings as lore_settings
+    from benchmarks import settings as lore_settings
     from lore.embedder import get_embedder
     from lore.errors import ModelError
 

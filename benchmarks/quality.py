@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora
+from benchmarks import corpora
 
 Progress = Callable[[str], None]
 
@@ -58,7 +58,7 @@ class Searcher:
     index_dir: Path
 
     def __post_init__(self) -> None:
-        from lore.bench import locations
+        from benchmarks import locations
         from lore.search import SearchSession
 
         self.session = SearchSession(locations(self.data_dir, self.index_dir))

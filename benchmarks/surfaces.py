@@ -43,20 +43,20 @@ def _js_json(value: Any) -> str:
 def measure(work: Path, progress: Progress = _quiet, prompt_limit: int | None = None,
             start_runs: int = 10) -> dict[str, Any]:  # fmt: skip
     """Sizes per surface, and `lore mcp`'s start over ``start_runs`` rounds; logs stay in ``work``."""
-    from lore.bench import environment
+    from benchmarks import environment
 
     with environment(LORE_STATE_DIR=str(work / "surfaces-state"), LORE_CACHE_DIR=str(work / "surfaces-cache")):
         return _measure(work, progress, prompt_limit, start_runs)
 
 
 def _measure(work: Path, progress: Progress, prompt_limit: int | None, start_runs: int) -> dict[str, Any]:
+    from benchmarks import demo_dir
+    from benchmarks import locations as bench_locations
+    from benchmarks.corpora import read_jsonl
+    from benchmarks.sets import data_file
     from lore.agent.hook import DEFAULT_BUDGET, hook_output, is_trivial
     from lore.agent.prompt import context_for_prompt
     from lore.agent.session import session_start_text
-    from lore.bench import demo_dir
-    from lore.bench import locations as bench_locations
-    from lore.bench.corpora import read_jsonl
-    from lore.bench.sets import data_file
     from lore.index.manager import IndexManager
     from lore.search import SearchSession
     from lore.store import Store
@@ -93,7 +93,7 @@ def _measure(work: Path, progress: Progress, prompt_limit: int | None, start_run
     except ImportError as error:
         result["mcp"] = {"note": f"not measured: the mcp extra is not installed ({error})"}
         return result
-    from lore.bench import mcpstart
+    from benchmarks import mcpstart
 
     progress("surfaces: lore mcp's start, whole process")
     result["mcp start"] = mcpstart.measure(data_dir, work, runs=start_runs, progress=progress)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lore.bench.corpora import DECISIONS
+from benchmarks.corpora import DECISIONS
 
 ORIGINAL = "tslateman/lore@c536858"
 ENV_CHECKOUT = "LORE_BENCH_BASH_ORIGINAL"

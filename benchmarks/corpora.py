@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from lore.bench import PROJECT_ROOT
+from benchmarks import PROJECT_ROOT
 
 SCIFACT_TIME = "2024-01-01T00:00:00Z"
 DECISIONS = Path("journal/data/decisions.jsonl")
@@ -178,8 +178,8 @@ def load_questions(path: Path = QUESTIONS) -> list[dict[str, Any]]:
 
 # -- the machine ----------------------------------------------------------------------
 def machine_info() -> dict[str, Any]:
+    from benchmarks import settings as lore_settings
     from lore import __version__
-    from lore.bench import settings as lore_settings
     from lore.embedder import model_identity, model_spec
 
     model_name = ""

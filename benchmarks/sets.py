@@ -1,4 +1,4 @@
-"""The evaluation sets of `lore bench`, each split into a dev part (tune on it) and a test part (report it).
+"""The evaluation sets of the benchmark harness (`python -m benchmarks`), each split into a dev part (tune on it) and a test part (report it).
 
 | set | store | questions | dev | test |
 | --- | --- | --- | --- | --- |
@@ -7,16 +7,16 @@
 | memory | 8,000 short git memories (subject + first paragraph, <= 300 chars) | 280 coding-agent prompts + 79 unanswerable | half | half |
 | memory-fresh | the memory set's store | 200 coding-agent prompts written after every default was frozen | none | all |
 | demo | the bundled demo data (`data/`) | coding-agent prompts + unanswerable | half | half |
-| locomo | LoCoMo-10: ten conversations, each its own store, one record per turn (lore.bench.locomo) | categories 1-4 + category 5 (adversarial) | alternate questions | the others |
+| locomo | LoCoMo-10: ten conversations, each its own store, one record per turn (benchmarks.locomo) | categories 1-4 + category 5 (adversarial) | alternate questions | the others |
 
 The split of each question file is written in the file itself (``"split"``), so it
 never changes silently. No default, weight or threshold may be chosen on a test
 split (docs/search.md names the dev split behind each one).
 
-The questions ship inside the package (``lore/bench/data``); the corpora are read
+The questions are files of the harness (``benchmarks/data``); the corpora are read
 from the shared directory by path and never copied. LoCoMo is the exception: its
 conversations and questions come together in one public file, downloaded into the
-bench cache when the set first runs (lore.bench.locomo says from where).
+bench cache when the set first runs (benchmarks.locomo says from where).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora
+from benchmarks import corpora
 from lore.errors import NotFoundError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -36,12 +36,12 @@ MEMORY_CHARS = 300
 
 
 def data_file(name: str) -> Path:
-    """A question file shipped with the package, with an error naming it when it is missing."""
+    """A question file of the harness (benchmarks/data), with an error naming it when it is missing."""
     path = DATA / name
     if not path.is_file():
         raise NotFoundError(
             f"benchmark question file {name} not found at {path}",
-            hint="reinstall lore (the files ship in lore/bench/data) or run from a checkout",
+            hint="run the harness from a checkout of lore (the files are in benchmarks/data)",
         )
     return path
 
@@ -169,7 +169,7 @@ DEMO_NOW = "2026-11-24T00:00:00Z"
 
 
 def demo(data_dir: Path | None = None) -> EvalSet:
-    from lore.bench import demo_dir
+    from benchmarks import demo_dir
 
     data_dir = data_dir or demo_dir()
     questions, qrels, split = {}, {}, {}
@@ -183,7 +183,7 @@ def demo(data_dir: Path | None = None) -> EvalSet:
 
 # A quick run asks the memory sets this many answerable questions per split (and their unanswerable
 # ones in proportion): asked whole, with the grep baseline's one `grep -ril` over 8,000 files per
-# question word, the two sets took 207 of the 281 s of `lore bench --quick` on a loaded 2-core machine.
+# question word, the two sets took 207 of the 281 s of a quick run (`--quick`) on a loaded 2-core machine.
 QUICK_QUESTIONS = 50
 
 
@@ -203,7 +203,7 @@ def first_questions(evalset: EvalSet, answerable: int) -> EvalSet:
 def all_sets(shared: Path, *, quick: bool = False, cache: Path | None = None) -> dict[str, Any]:
     """Loaders by name (called lazily: each set's corpus is read only when it runs).
 
-    ``locomo`` loads a :class:`lore.bench.locomo.Locomo` (ten stores) from ``cache``,
+    ``locomo`` loads a :class:`benchmarks.locomo.Locomo` (ten stores) from ``cache``,
     downloading its file there first if needed; the others load one EvalSet.
     """
 
@@ -211,8 +211,8 @@ def all_sets(shared: Path, *, quick: bool = False, cache: Path | None = None) ->
         return first_questions(evalset, QUICK_QUESTIONS) if quick else evalset
 
     def locomo() -> Any:
-        from lore.bench import bench_cache_dir
-        from lore.bench import locomo as module
+        from benchmarks import bench_cache_dir
+        from benchmarks import locomo as module
 
         return module.load(cache or bench_cache_dir())
 

@@ -2,7 +2,7 @@
 
 Systems on every set:
 
-* ``textbook``: the textbook BM25 of ``lore.bench.textbook`` (not lore's pipeline);
+* ``textbook``: the textbook BM25 of ``benchmarks.textbook`` (not lore's pipeline);
 * ``grep``: ``grep -il`` per content word, files ranked by how many words they hold;
 * ``bm25``, ``vector``, ``hyde``, ``graph``: each of lore's channels alone (no stages);
 * ``default``: ``lore search`` as shipped (every default on);
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora
-from lore.bench.quality import GrepBaseline, Searcher, evaluate, stage_names
-from lore.bench.sets import SPLITS, EvalSet
-from lore.bench.textbook import TextbookBM25, record_text
+from benchmarks import corpora
+from benchmarks.quality import GrepBaseline, Searcher, evaluate, stage_names
+from benchmarks.sets import SPLITS, EvalSet
+from benchmarks.textbook import TextbookBM25, record_text
 
 MEASURES = ("R@5", "R@10", "RR@10")
 # A set whose questions count as found when any relevant record is retrieved (LoCoMo's

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lore.bench import DEFAULT_SECTIONS, DEFAULT_SIZES, SETS, corpora, indexing, latency
+from benchmarks import DEFAULT_SECTIONS, DEFAULT_SIZES, SETS, corpora, indexing, latency
 
 Progress = Callable[[str], None]
 
@@ -120,7 +120,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
 
     try:
         if "quality" in settings.only:
-            from lore.bench import bench_cache_dir, locomo, matrix, sets
+            from benchmarks import bench_cache_dir, locomo, matrix, sets
 
             loaders = sets.all_sets(shared, quick=settings.quick, cache=bench_cache_dir())
             results["quality"] = {}
@@ -142,7 +142,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 results["harness_seconds"][f"quality {name}"] = round(time.perf_counter() - t, 1)
                 save()
         if "stream" in settings.only:
-            from lore.bench import stream
+            from benchmarks import stream
 
             t = time.perf_counter()
             try:
@@ -152,7 +152,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             results["harness_seconds"]["stream"] = round(time.perf_counter() - t, 1)
             save()
         if "duplicates" in settings.only:
-            from lore.bench import duplicates
+            from benchmarks import duplicates
 
             t = time.perf_counter()
             try:
@@ -162,7 +162,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             results["harness_seconds"]["duplicates"] = round(time.perf_counter() - t, 1)
             save()
         if "import" in settings.only:
-            from lore.bench import importing
+            from benchmarks import importing
 
             t = time.perf_counter()
             try:
@@ -173,7 +173,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             results["harness_seconds"]["import"] = round(time.perf_counter() - t, 1)
             save()
         if "surfaces" in settings.only:
-            from lore.bench import surfaces
+            from benchmarks import surfaces
 
             t = time.perf_counter()
             try:
@@ -183,7 +183,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             results["harness_seconds"]["surfaces"] = round(time.perf_counter() - t, 1)
             save()
         if "capture" in settings.only:
-            from lore.bench import capture
+            from benchmarks import capture
 
             t = time.perf_counter()
             try:
@@ -216,7 +216,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 results["sizes"] = {str(k): v for k, v in per_size.items()}
                 save()
         if "sync" in settings.only:
-            from lore.bench import sync_soak
+            from benchmarks import sync_soak
 
             t = time.perf_counter()
             soak = sync_soak.SoakSettings(**settings.extra.get("sync", {}))
@@ -264,7 +264,7 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         entry["indexing"]["bare_whoosh"] = bare
         entry["indexing"]["ratio_full_to_bare"] = round(full["seconds_p50"] / bare["seconds_p50"], 2) if bare["seconds_p50"] else None
     else:
-        from lore.bench import locations as bench_locations
+        from benchmarks import locations as bench_locations
         from lore.index.manager import IndexManager
 
         progress(f"size {size}: building the index (untimed)")
@@ -276,7 +276,7 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         progress(f"latency {size}: in-process stage timings")
         entry["stages"] = latency.stage_timings(data_dir, index_dir, questions[: settings.stage_queries], now)
     if "firstprompt" in settings.only:
-        from lore.bench import helper
+        from benchmarks import helper
 
         progress(f"first prompt {size}: {settings.first_prompt_rounds} sessions")
         entry["first_prompt"] = helper.first_prompt(data_dir, index_dir, work / f"size-{size}-first", answerable,
@@ -302,8 +302,8 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
 
 def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:
     """The helper under 2,000 prompts and 200 writes, on a store built from the git commits like the latency one."""
-    from lore.bench import helper
-    from lore.bench import locations as bench_locations
+    from benchmarks import helper
+    from benchmarks import locations as bench_locations
     from lore.index.manager import IndexManager
 
     raws, _, _ = corpora.commit_raws(corpora.load_commits(shared, settings.soak_size))

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lore.bench.sets import data_file, read_jsonl
+from benchmarks.sets import data_file, read_jsonl
 
 PAIRS = "duplicate_pairs.jsonl"
 PRECISION_BAR = 0.95
@@ -163,7 +163,7 @@ def threshold_on_dev(values: list[float], pairs: list[dict[str, Any]]) -> float:
 
 
 def evaluate_pairs(progress: Callable[[str], None] | None = None, *, use_model: bool = True) -> dict[str, Any]:
-    from lore.bench import settings
+    from benchmarks import settings
     from lore.embedder import get_query_encoder
 
     pairs = load_pairs()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lore.bench import corpora, sets
+from benchmarks import corpora, sets
 
 Progress = Callable[[str], None]
 STREAM_FILE = "prompt_stream.jsonl"
@@ -91,9 +91,9 @@ def _git_store(shared: Path, data_dir: Path) -> float:
 
 def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequence[Turn] | None = None) -> StreamStores:
     """Build both stores, measure their null evidence, and run every prompt's searches once."""
+    from benchmarks import demo_dir
+    from benchmarks import locations as bench_locations
     from lore.agent.hook import is_trivial
-    from lore.bench import demo_dir
-    from lore.bench import locations as bench_locations
     from lore.index.manager import IndexManager
     from lore.rank import null
     from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
@@ -225,7 +225,7 @@ def margins(stores: StreamStores) -> dict[str, Any]:
 
     About 59 answerable prompts per split: one prompt is 1.7 points, so a margin is read with its interval.
     """
-    from lore.bench.matrix import paired_margin
+    from benchmarks.matrix import paired_margin
 
     out: dict[str, Any] = {}
     for split in ("dev", "test"):

@@ -1,4 +1,4 @@
-"""A textbook BM25: the baseline every ranking figure in `lore bench` is compared with.
+"""A textbook BM25: the baseline every ranking figure of the benchmark harness is compared with.
 
 Deliberately plain, and deliberately outside lore's pipeline (it shares no code
 with ``lore.index``): one field holding all of a record's text, lower-cased,

@@ -68,11 +68,11 @@ def _session_event(cwd: Path) -> bytes:
 def first_prompt(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str], *, rounds: int,
                  progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """Whole-process ms of the session-start and prompt hooks around a helper the session start spawns."""
+    from benchmarks import environment
+    from benchmarks import settings as lore_settings
+    from benchmarks.latency import compile_bytecode, hook_event, lore_command, run_once, summary
     from lore.agent import client
     from lore.agent.hook import DEFAULT_DEADLINE_MS
-    from lore.bench import environment
-    from lore.bench import settings as lore_settings
-    from lore.bench.latency import compile_bytecode, hook_event, lore_command, run_once, summary
 
     state, cache, cwd = work / "state", work / "cache", work / "cwd"
     for path in (state, cache, cwd):
@@ -172,11 +172,11 @@ def _ask(socket_path: Path, request: dict[str, Any], timeout: float) -> tuple[st
 def soak(data_dir: Path, index_dir: Path, work: Path, prompts: Sequence[str], *, total_prompts: int = 2000,
          total_writes: int = 200, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """2,000 prompts and 200 writes through one helper: memory, descriptors and lost answers."""
+    from benchmarks import environment
+    from benchmarks import settings as lore_settings
+    from benchmarks.latency import summary
     from lore import capture
     from lore.agent import client
-    from lore.bench import environment
-    from lore.bench import settings as lore_settings
-    from lore.bench.latency import summary
     from lore.capture import WriteOptions
     from lore.store import Store
 

@@ -1,0 +1,284 @@
+"""`lore bench`: what lore costs on your own store, timed the way the project's harness times it.
+
+``measure_store`` reads the configured data dir and never writes to it, nor to the
+index, state or cache dirs it uses: every measured process runs on a temporary copy
+of the live index generation (brought up to date there by the first ``lore index``)
+with temporary state and cache dirs (the hook's session memory and the access log it
+appends go there; the access log is copied in first, so reinforcement ranks as it
+does for you). The warm-helper row starts a helper of its own on that copy, when the
+settings let the hooks start one, and stops it afterwards.
+
+The timing helpers here (``run_once``, ``summary``, ``hook_event``, ``lore_command``)
+are the ones the project's full evaluation harness uses (``python -m benchmarks`` in a
+checkout, which ships in no wheel).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lore.interpreter import lore_argv
+
+if TYPE_CHECKING:
+    from lore.paths import Locations
+    from lore.settings import Settings
+
+Progress = Callable[[str], None]
+
+# The ratio base of every whole-process figure: the interpreter starting and stopping.
+PYTHON_PASS = [sys.executable, "-c", "pass"]
+TIME_BIN = Path("/usr/bin/time")
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
+def lore_command() -> list[str]:
+    """The installed ``lore`` console script beside this interpreter, else ``python -m lore``."""
+    script = Path(sys.executable).parent / "lore"
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("lore")
+    return [found] if found else lore_argv()
+
+
+@dataclass
+class Sample:
+    ms: float
+    maxrss_kb: int
+    returncode: int
+    stdout: bytes
+    cpu_ms: float = -1.0  # user + system time (GNU time): less moved by other work on a shared machine than wall time
+
+
+def run_once(command: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: bytes | None = None) -> Sample:
+    """Spawn, feed stdin, wait: wall milliseconds and the child's own peak RSS.
+
+    Peak RSS comes from GNU time (``%M``) when /usr/bin/time exists: a child
+    spawned straight from the harness would report the harness's own RSS,
+    which Linux carries over into the child's high-water mark at exec.
+    """
+    rss_kb, cpu_ms = -1, -1.0
+    with tempfile.NamedTemporaryFile(prefix="lore-bench-rss-") as rss_file:
+        full = list(command)
+        if TIME_BIN.exists():
+            full = [str(TIME_BIN), "-f", "%U %S %M", "-o", rss_file.name, *full]
+        started = time.perf_counter()
+        done = subprocess.run(full, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                              capture_output=True, env=dict(env), cwd=cwd, check=False)  # fmt: skip
+        elapsed = (time.perf_counter() - started) * 1000
+        if TIME_BIN.exists():
+            fields = Path(rss_file.name).read_text(errors="replace").split()
+            if len(fields) >= 3 and fields[-1].isdigit():  # (a failed command's line comes first)
+                rss_kb = int(fields[-1])
+                with contextlib.suppress(ValueError):
+                    cpu_ms = (float(fields[-3]) + float(fields[-2])) * 1000
+    return Sample(elapsed, rss_kb, done.returncode, done.stdout, cpu_ms)
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * (len(ordered) - 1))))]
+    return {"p50": round(statistics.median(ordered), 2), "p95": round(p95, 2), "min": round(ordered[0], 2),
+            "max": round(ordered[-1], 2), "n": len(ordered)}  # fmt: skip
+
+
+def hook_event(prompt: str, cwd: Path) -> bytes:
+    return json.dumps({
+        "session_id": "lore-bench", "transcript_path": str(cwd / "transcript.jsonl"), "cwd": str(cwd),
+        "hook_event_name": "UserPromptSubmit", "prompt": prompt,
+    }).encode()  # fmt: skip
+
+
+# -- `lore bench`: your own store ---------------------------------------------------------------
+
+SEARCH = "lore search (in process)"
+FLOOR = "python -c pass"
+HOOK_COLD = "lore hook prompt (cold)"
+HOOK_WARM = "lore hook prompt (warm helper)"
+INDEX_FIRST = "lore index (first run on the copy)"
+INDEX_NOOP = "lore index (no-op)"
+QUERIES = 5
+QUERY_WORDS = 8
+
+
+def sample_queries(titles: Sequence[str], count: int = QUERIES) -> list[str]:
+    """Up to ``count`` queries spread evenly over ``titles`` (each its first words), the same on every run."""
+    usable = sorted({" ".join(t.split()[:QUERY_WORDS]) for t in titles if len(t.split()) >= 3})
+    if len(usable) <= count:
+        return usable
+    step = len(usable) / count
+    return [usable[int(i * step)] for i in range(count)]
+
+
+def copy_index(index_dir: Path, target: Path) -> bool:
+    """Copy the live generation of ``index_dir`` (and ``CURRENT``) into ``target``; False when there is none."""
+    from lore.index.layout import CURRENT
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+
+    target.mkdir(parents=True, exist_ok=True)
+    found = IndexManager(Locations(Path(), index_dir, Path())).read_meta()  # only its index dir is read
+    if found is None:
+        return False
+    directory = found[0]
+    shutil.copytree(directory, target / directory.name)
+    shutil.copy(index_dir / CURRENT, target / CURRENT)
+    return True
+
+
+def _timed(samples: Sequence[Sample], floor: float | None) -> dict[str, Any]:
+    figures: dict[str, Any] = summary([s.ms for s in samples])
+    figures["ratio_to_python"] = round(figures["p50"] / floor, 2) if floor else None
+    figures["p95_ratio_to_python"] = round(figures["p95"] / floor, 2) if floor else None
+    figures["failures"] = sum(1 for s in samples if s.returncode != 0)
+    figures["injected_share"] = round(sum(1 for s in samples if s.stdout.strip()) / len(samples), 3)
+    return figures
+
+
+def _has_bytecode() -> bool:
+    """Whether lore's package was compiled (a process that finds no bytecode compiles each module it imports)."""
+    import importlib.util
+
+    import lore
+
+    return Path(importlib.util.cache_from_source(str(Path(lore.__file__)))).exists()
+
+
+def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, helper: bool = True,
+                  progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
+    """Time search, the prompt hook (cold and warm) and ``lore index`` on the store in ``data_dir``, read only.
+
+    ``helper``: whether to time the prompt hook answered by a warm helper (one started
+    on the copy for the purpose). Each whole-process command runs ``runs`` rounds after a
+    warm-up round, interleaved with ``python -c pass`` so the ratios share the machine's load.
+    """
+    from lore.agent import client
+    from lore.index.layout import tree_size
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+    from lore.search import SearchSession, search, search_options
+    from lore.store import Store
+
+    data_dir, index_dir = locations.data_dir.resolve(), locations.index_dir
+    locations = Locations(data_dir, index_dir, locations.state_dir, locations.embed_model)
+    snapshot = Store(locations.data_dir).load()
+    queries = sample_queries([record.title for record in snapshot.records.values() if record.active])
+    if not queries:
+        from lore.errors import NotFoundError
+
+        raise NotFoundError(f"no record in {data_dir} has a title of three words or more to search for",
+                            hint="remember a few decisions first (`lore remember ...`)")  # fmt: skip
+    found = IndexManager(locations).read_meta()
+    result: dict[str, Any] = {
+        "data_dir": str(locations.data_dir), "index_dir": str(index_dir), "records": len(snapshot.records),
+        "index_bytes": tree_size(found[0]) if found else 0,
+        "index": "no usable index" if found is None else (IndexManager(locations).staleness(found[1]) or "up to date"),
+        "runs": runs, "queries": queries, "timings": {}, "notes": [],
+    }  # fmt: skip
+    timings: dict[str, Any] = result["timings"]
+    work = Path(tempfile.mkdtemp(prefix="lore-bench-"))
+    lore = lore_command()
+    copy = Locations(locations.data_dir, work / "index", work / "state", locations.embed_model)
+    state, cache, cwd = work / "state", work / "cache", work / "cwd"
+    for path in (state, cache, cwd):
+        path.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("LORE_LLM_CMD", "LORE_HOOK", "LORE_SERVER")}
+    env.update(LORE_DATA_DIR=str(copy.data_dir), LORE_INDEX_DIR=str(copy.index_dir), LORE_STATE_DIR=str(state),
+               LORE_CACHE_DIR=str(cache), LORE_SERVER="off")  # fmt: skip
+    helper_on = False
+    try:
+        if not copy_index(index_dir, copy.index_dir):
+            result["notes"].append("no usable index: the first `lore index` built one in the temporary copy")
+        access = locations.access_log
+        if access.is_file():
+            (state / "access").mkdir()
+            shutil.copy(access, state / "access" / access.name)
+
+        progress("lore index on the copy")
+        first = run_once([*lore, "index", "--json"], env, cwd)
+        if first.returncode != 0:
+            from lore.errors import LoreError
+
+            raise LoreError(f"`lore index` exited {first.returncode} on the temporary copy of the index",
+                            hint="run `lore index` and `lore doctor` to see why")  # fmt: skip
+        mode = json.loads(first.stdout).get("mode")
+        timings[INDEX_FIRST] = {**summary([first.ms]), "mode": mode}
+        noop = [run_once([*lore, "index", "--json"], env, cwd) for _ in range(min(runs, 3))]
+        timings[INDEX_NOOP] = summary([s.ms for s in noop])
+
+        progress("lore search in process")
+        session = SearchSession(copy)
+        options = search_options(limit=10, include_candidates=True, phrases="filter")
+        started = time.perf_counter()
+        search(session, queries[0], options, policy="ignore", log_access=False, use_llm=False)
+        result["first_search_ms"] = round((time.perf_counter() - started) * 1000, 2)  # opens the index, loads the model
+        searched = []
+        for _ in range(runs):
+            for query in queries:
+                started = time.perf_counter()
+                search(session, query, options, policy="ignore", log_access=False, use_llm=False)
+                searched.append((time.perf_counter() - started) * 1000)
+        if session.reader is not None:
+            session.reader.close()
+        timings[SEARCH] = summary(searched)
+
+        floors: list[float] = []  # `python -c pass`, once in every round of either hook
+
+        def rounds(name: str, command_env: dict[str, str]) -> list[Sample]:
+            taken = []
+            for i in range(runs + 1):  # round 0 is the warm-up
+                query = queries[i % len(queries)]
+                floor = run_once(PYTHON_PASS, command_env, cwd)
+                sample = run_once([*lore, "hook", "prompt"], command_env, cwd, hook_event(query, cwd))
+                if i > 0:
+                    floors.append(floor.ms)
+                    taken.append(sample)
+                progress(f"{name}: round {i}/{runs}")
+            return taken
+
+        cold = rounds(HOOK_COLD, env)
+        warm: list[Sample] = []
+        if helper:
+            on = {**env, "LORE_SERVER": "on"}
+            started_helper = subprocess.run([*lore, "server", "start", "--idle", "120"], env=on, cwd=cwd,
+                                            capture_output=True, check=False, timeout=180)  # fmt: skip
+            helper_on = started_helper.returncode == 0
+            if helper_on:
+                warm = rounds(HOOK_WARM, on)
+            else:
+                result["notes"].append("the warm helper did not start: "
+                                       + started_helper.stderr.decode(errors="replace").strip()[-300:])  # fmt: skip
+        else:
+            result["notes"].append("warm helper not timed: the hooks start none (LORE_SERVER=off or `lore server disable`)")
+        timings[FLOOR] = summary(floors)
+        floor = statistics.median(floors)
+        timings[HOOK_COLD] = _timed(cold, floor)
+        if warm:
+            timings[HOOK_WARM] = _timed(warm, floor)
+        if not _has_bytecode() and os.environ.get("PYTHONDONTWRITEBYTECODE"):
+            result["notes"].append("lore's modules have no bytecode and PYTHONDONTWRITEBYTECODE is set: every lore "
+                                   "process compiles them first (a wheel installed by pip has it)")  # fmt: skip
+        yours = client.read_status(index_dir, settings)
+        result["your_helper"] = {"running": yours is not None, "pid": yours.get("pid") if yours else None}
+    finally:
+        if helper_on:
+            subprocess.run([*lore, "server", "stop"], env={**env, "LORE_SERVER": "on"}, cwd=cwd, capture_output=True,
+                           check=False, timeout=60)  # fmt: skip
+        shutil.rmtree(work, ignore_errors=True)
+    return result
