@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from lore.sessions.pipeline import CaptureReport
     from lore.settings import Settings
     from lore.store import Record, Store
-    from lore.store.store import Edge
+    from lore.store.graphfile import Edge
 
 __all__ = ["Lore", "SearchHit", "SearchResponse"]
 
@@ -160,7 +160,7 @@ class Lore:
         into); contradictions and other notices are issued as ``LoreWarning``.
         """
         from lore import capture
-        from lore.store.records import normalise_kind
+        from lore.kinds import normalise_kind
 
         kind = normalise_kind(kind)
         if "text" in fields:
@@ -230,7 +230,7 @@ class Lore:
         """Records passing every filter, newest first, as `lore list` (``since``/``until``: ``"30d"``, a date, a datetime)."""
         from datetime import UTC, datetime
 
-        from lore.store.records import normalise_kind
+        from lore.kinds import normalise_kind
         from lore.timeparse import parse_when
 
         now = datetime.now(UTC)
@@ -340,7 +340,7 @@ class Lore:
     def inbox(self, kind: str | None = None) -> list[Record]:
         """Candidates waiting for review (of ``kind``), oldest first (as `lore inbox`)."""
         from lore.curate.inbox import list_candidates
-        from lore.store.records import normalise_kind
+        from lore.kinds import normalise_kind
 
         store = self.store
         store.require()
