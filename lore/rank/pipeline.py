@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -95,21 +94,32 @@ class SearchOptions(NamedTuple):
         return bool(self.types or self.project_filter or self.tags or self.since or self.until)
 
 
-@dataclass
-class SearchResponse:
-    """The ranked hits of one search, the evidence-gap verdict, and how it got there."""
+class SearchResponse(NamedTuple):
+    """The ranked hits of one search, the evidence-gap verdict, and how it got there: what every search returns.
+
+    ``Lore.search`` (the library's ``lore.SearchResponse``), `lore search`, the MCP
+    server, the hooks and the warm helper all get this. Immutable (``_replace``
+    makes a changed copy; ``timings_ms`` is the one dict a caller adds to). A
+    NamedTuple, as ``SearchOptions``: the prompt hook's cold path imports this module
+    on every prompt, and a dataclass costs ~0.4 ms more to define.
+    """
 
     query: str
-    hits: list[Candidate]
-    gap: GapVerdict
+    hits: tuple[Candidate, ...]  # best first, each with its record's title and content
+    gap: GapVerdict  # the evidence-gap verdict, with its reason and figures
     intent: intent.IntentResult
     timings_ms: dict[str, float]
-    weights: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
-    channels_used: tuple[str, ...] = ()
-    fusion: str = "score"
+    weights: dict[str, float]  # each channel's fusion weight, as used
+    warnings: tuple[str, ...]
+    channels_used: tuple[str, ...]
+    fusion: str  # "score" or "rrf"
     # The query's BM25 terms with their idf in this store: the injection decision's evidence.
-    term_idf: dict[str, float] = field(default_factory=dict)
+    term_idf: dict[str, float]
+
+    @property
+    def evidence_gap(self) -> bool:
+        """Whether lore holds no reliable memory for the query (``gap.gap``)."""
+        return self.gap.gap
 
 
 Encoder = Callable[[list[str]], "np.ndarray"]
@@ -292,7 +302,7 @@ def run(
     access: Mapping[str, tuple[int, float]] | None = None,
     centroids: dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None = None,
 ) -> SearchResponse:
-    """Search the index for ``query`` (already scrubbed).
+    """Search the index for ``query`` (already scrubbed): the hits, best first, each with its record's text.
 
     The channels come from the retrieval backend for what ``reader`` loaded
     (``lore.rank.retrieval``: numpy arrays and vectors, or the cold reader's sparse
@@ -336,10 +346,11 @@ def run(
     t = lap("fusion", t)
     picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, channels.query_cosine,
                              classified, allowed, access, now, lap, t)  # fmt: skip
+    hits = tuple(with_text(reader, hit) for hit in picked)
     lap.total()
     term_idf = reader.bm25.idf_of(query_terms) if query_terms else {}
-    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(channels.rankings),
-                          opts.fusion, term_idf)  # fmt: skip
+    return SearchResponse(query, hits, verdict, classified, timings, weights, tuple(warnings),
+                          tuple(channels.rankings), opts.fusion, term_idf)  # fmt: skip
 
 
 class Laps:
@@ -358,7 +369,7 @@ class Laps:
 
 
 def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
-    """``hit`` with its record's title, content and summary, read from the index's docs file."""
+    """``hit`` with its record's title, content and summary, read from the index's docs file (``run``'s last step)."""
     doc = reader.table.doc(hit.row)
     return hit.evolve(title=str(doc.get("title") or ""), content=str(doc.get("content") or ""),
                       summary=str(doc.get("summary") or ""))  # fmt: skip
