@@ -45,7 +45,7 @@ MIN_CANDIDATES = 3  # what gap.lexical_standout needs to measure a lead
 
 
 class Declined(Exception):
-    """The query needs what the sparse backend does not read: term positions (a phrase filter), or vectors to judge a gap."""
+    """The sparse backend cannot answer as the full reader would: a phrase filter (term positions), or too few BM25 candidates to judge a gap without vectors."""
 
 
 class Retrieval:
