@@ -232,14 +232,13 @@ def _block(searcher: Searcher, cold_reader: Any, text: str, now: float, cold: bo
     from lore.context import HOOK, block_for, decide
     from lore.rank import inject
     from lore.rank.cold import Declined, hook_options, lexical_run
-    from lore.rank.pipeline import CHANNELS, with_text
+    from lore.rank.pipeline import CHANNELS
     from lore.rank.query import scrub_query
 
     response = None
     if cold:
         try:
             response = lexical_run(cold_reader, scrub_query(text).text, hook_options(None, now), access={})
-            response.hits = [with_text(cold_reader, hit) for hit in response.hits]
         except Declined:
             response = None  # the hook hands these to the whole pipeline
     if response is None:

@@ -97,7 +97,7 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
     from lore.index.manager import IndexManager
     from lore.rank import null
     from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
-    from lore.rank.pipeline import CHANNELS, with_text
+    from lore.rank.pipeline import CHANNELS
     from lore.rank.query import scrub_query
     from lore.search import SearchSession, search
 
@@ -126,9 +126,7 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
                     seen.warm = search(session, turn.prompt, hook_options(turn.project, now, channels=CHANNELS),
                                        policy="ignore", log_access=False, use_llm=False)  # fmt: skip
                     try:
-                        cold = lexical_run(cold_reader, scrub_query(turn.prompt).text, hook_options(turn.project, now))
-                        cold.hits = [with_text(cold_reader, hit) for hit in cold.hits]
-                        seen.cold = cold
+                        seen.cold = lexical_run(cold_reader, scrub_query(turn.prompt).text, hook_options(turn.project, now))
                     except Declined:
                         seen.cold = seen.warm  # as the hook: the whole pipeline answers what the cold path declines
                 observed.append(seen)

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
         UnsafeRewriteError,
         UsageError,
     )
+    from lore.store.graphfile import Edge
     from lore.store.records import Record
-    from lore.store.store import Edge
 
 __all__ = [
     "ContextBlock",

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -29,12 +28,13 @@ if TYPE_CHECKING:
     from lore.capture import WriteResult
     from lore.context import ContextBlock
     from lore.paths import Locations
-    from lore.rank.pipeline import SearchResponse as RankedResponse
+    from lore.rank.pipeline import SearchResponse
+    from lore.rank.stages import Candidate as SearchHit
     from lore.search import SearchSession
     from lore.sessions.pipeline import CaptureReport
     from lore.settings import Settings
     from lore.store import Record, Store
-    from lore.store.store import Edge
+    from lore.store.graphfile import Edge
 
 __all__ = ["Lore", "SearchHit", "SearchResponse"]
 
@@ -55,28 +55,20 @@ _WRITERS = {
 _WRITE_OPTIONS = ("redact", "force", "merge")
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    """One search result: enough to show it and to fetch the record (``Lore.get(hit.id)``)."""
-
-    id: str
-    kind: str
-    title: str
-    content: str
-    score: float
-    project: str | None
-    status: str
-    timestamp: str | None  # ISO 8601, UTC
+# The response types are the search pipeline's own (one type for every surface): a
+# ``SearchResponse`` (lore.rank.pipeline) whose hits are ``SearchHit``s (lore.rank.stages'
+# ``Candidate``), each with its record's text. Resolved on first use, as ``lore`` does, so
+# constructing a ``Lore`` imports no ranking code.
+_RESPONSE_TYPES = {"SearchHit": ("lore.rank.stages", "Candidate"), "SearchResponse": ("lore.rank.pipeline", "SearchResponse")}
 
 
-@dataclass(frozen=True)
-class SearchResponse:
-    """Hits best first; ``evidence_gap`` when lore holds no reliable memory for the query."""
+def __getattr__(name: str) -> Any:
+    found = _RESPONSE_TYPES.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-    query: str
-    hits: tuple[SearchHit, ...]
-    evidence_gap: bool
-    warnings: tuple[str, ...] = ()
+    return getattr(importlib.import_module(found[0]), found[1])
 
 
 class Lore:
@@ -160,7 +152,7 @@ class Lore:
         into); contradictions and other notices are issued as ``LoreWarning``.
         """
         from lore import capture
-        from lore.store.records import normalise_kind
+        from lore.kinds import normalise_kind
 
         kind = normalise_kind(kind)
         if "text" in fields:
@@ -230,7 +222,7 @@ class Lore:
         """Records passing every filter, newest first, as `lore list` (``since``/``until``: ``"30d"``, a date, a datetime)."""
         from datetime import UTC, datetime
 
-        from lore.store.records import normalise_kind
+        from lore.kinds import normalise_kind
         from lore.timeparse import parse_when
 
         now = datetime.now(UTC)
@@ -260,13 +252,12 @@ class Lore:
         return summary(store, store.load())
 
     def search(self, query: str, **options: Any) -> SearchResponse:
-        """Hybrid search, as `lore search` (options: limit, kinds, tags, since, until, include_all, ...)."""
-        response = self._search(query, options)
-        from lore.render.results import iso
+        """Hybrid search, as `lore search` (options: limit, kinds, tags, since, until, include_all, ...).
 
-        hits = [SearchHit(hit.id, hit.kind, hit.title, hit.content, round(hit.score, 6), hit.project, hit.status,
-                          iso(hit.time)) for hit in response.hits]  # fmt: skip
-        return SearchResponse(response.query, tuple(hits), response.gap.gap, tuple(response.warnings))
+        The response is the pipeline's own: ``hits`` (``SearchHit``, best first, with
+        their text), ``evidence_gap``, ``warnings``, and how it got there.
+        """
+        return self._search(query, options)
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
         """The agent-ready block of the most relevant memories within a token budget (as `lore context`)."""
@@ -281,7 +272,7 @@ class Lore:
         return block_for(response, TERMINAL._replace(budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items),
                          project=self.project, null=null.load(reader.directory if reader else None))  # fmt: skip
 
-    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> RankedResponse:
+    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> SearchResponse:
         from lore.paths import require_data_dir
         from lore.search import SearchSession, search, search_options
 
@@ -340,7 +331,7 @@ class Lore:
     def inbox(self, kind: str | None = None) -> list[Record]:
         """Candidates waiting for review (of ``kind``), oldest first (as `lore inbox`)."""
         from lore.curate.inbox import list_candidates
-        from lore.store.records import normalise_kind
+        from lore.kinds import normalise_kind
 
         store = self.store
         store.require()
@@ -380,7 +371,7 @@ class Lore:
                 raise UsageError(f"lookback must be at least 1, got {lookback}")
             response = self._search(topic, {"limit": lookback}, log_access=False)
             snapshot = self.store.load()
-            found = [] if response.gap.gap else response.hits
+            found = () if response.gap.gap else response.hits
             records = [snapshot.records[h.id] for h in found if h.id in snapshot.records]
         result = reflect(self.store, project=self.project, topic=topic, records=records, lookback=lookback,
                          llm_cmd=self.settings.llm_cmd)  # fmt: skip

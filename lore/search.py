@@ -14,7 +14,7 @@ from lore.index.manager import IndexManager, IndexReader, Progress, _no_progress
 from lore.paths import Locations
 from lore.rank import access as access_log
 from lore.rank import intent
-from lore.rank.pipeline import SearchOptions, SearchResponse, run, with_text
+from lore.rank.pipeline import SearchOptions, SearchResponse, run
 from lore.rank.query import scrub_query
 
 LLM_TIMEOUT_S = 4.0
@@ -83,7 +83,7 @@ def search(
     progress: Progress = _no_progress,
     use_llm: bool = True,
 ) -> SearchResponse:
-    """Search for ``raw_query``: the response's hits carry their id, kind, title, content and score.
+    """Search for ``raw_query``: the response's hits carry their id, kind, title, content and score (``pipeline.run``).
 
     ``options`` is never written to; the hits are what every renderer reads.
     """
@@ -106,14 +106,14 @@ def search(
         options = options._replace(hyde_text=llm_pseudo_answer(scrubbed.text, session.llm_cmd))
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
                    centroids=(lambda: session.get_centroids(reader)) if options.adaptive else None)  # fmt: skip
-    response.hits = [with_text(reader, hit) for hit in response.hits]
-    response.warnings = [*session.warnings, *response.warnings]
+    warnings = [*session.warnings, *response.warnings]
     if session.encoder_error and reader.has_vectors:
-        response.warnings.append(f"{session.encoder_error}; lexical results only")
-    elif not reader.has_vectors and not any("lexical" in w for w in response.warnings):
-        response.warnings.append("the index has no embeddings (model unavailable when it was built): lexical results only")
+        warnings.append(f"{session.encoder_error}; lexical results only")
+    elif not reader.has_vectors and not any("lexical" in w for w in warnings):
+        warnings.append("the index has no embeddings (model unavailable when it was built): lexical results only")
     if scrubbed.redactions:
-        response.warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
+        warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
+    response = response._replace(warnings=tuple(warnings))
     response.timings_ms["open_index"] = round(open_ms, 3)
     if log_access:
         now = options.now if options.now is not None else time.time()

@@ -223,6 +223,29 @@ def test_search_and_context(data_dir: Path) -> None:
     assert memory.search("postgres sessions").hits[0].id == decision.id  # reopens after close
 
 
+def test_the_search_response_is_the_pipelines_own(data_dir: Path) -> None:
+    """One response type (issue #26): ``Lore.search`` returns what `lore search --json` renders."""
+    import lore.api
+    from lore.rank.pipeline import SearchResponse as PipelineResponse
+    from lore.rank.stages import Candidate
+    from lore.render.results import response_json
+
+    assert SearchResponse is PipelineResponse is lore.api.SearchResponse
+    assert SearchHit is Candidate is lore.api.SearchHit
+    memory = fresh()
+    decision = memory.add("decision", "Use Postgres for sessions", rationale="We need transactions with the orders table")
+    response = memory.search("postgres sessions")
+    data = response_json(response)
+    assert [item["id"] for item in data["results"]] == [hit.id for hit in response.hits] == [decision.id]
+    top = response.hits[0]
+    assert data["results"][0]["timestamp"] == top.timestamp and data["results"][0]["score"] == round(top.score, 6)
+    assert data["evidence_gap"] is response.evidence_gap is response.gap.gap is False
+    assert data["warnings"] == list(response.warnings)
+    with pytest.raises(AttributeError):
+        response.hits = ()  # type: ignore[misc]
+    memory.close()
+
+
 LESSON = dict(situation="deploying the API", error_pattern="relation \"users\" does not exist",
               oversight="the app started before migrations ran", fix="run migrations first",
               rule="Run database migrations before starting the app", severity="high", scope="deploy")  # fmt: skip

@@ -71,7 +71,6 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
     from lore.rank import access as access_log
     from lore.rank import null
     from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
-    from lore.rank.pipeline import with_text
     from lore.rank.query import scrub_query
 
     reader = open_reader(locations)
@@ -86,7 +85,6 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
         except Declined:
             return None
         access_log.log_response(locations.access_log, response, stats, now)
-        response.hits = [with_text(reader, hit) for hit in response.hits]
         block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
                           null=null.load(reader.directory))  # fmt: skip
         if deadline is not None and time.monotonic() > deadline:

@@ -308,6 +308,8 @@ class ColdBm25:
 class ColdReader(IndexReader):
     """An ``IndexReader`` (table, delta rows, graph, checks) whose BM25 is ``ColdBm25`` and which has no vectors."""
 
+    numpy_free = True  # the pipeline retrieves with its sparse backend (lore.rank.retrieval.Sparse)
+
     @property
     def has_vectors(self) -> bool:
         return False

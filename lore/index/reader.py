@@ -79,6 +79,10 @@ class IndexReader:
     ``meta.damaged`` makes ``staleness`` tell a warm session to reopen.
     """
 
+    # What the pipeline's retrieval reads (lore.rank.retrieval): numpy arrays, so the dense
+    # backend; ``ColdReader`` (lore.index.cold) reads BM25 without numpy, so the sparse one.
+    numpy_free = False
+
     def __init__(self, directory: Path, meta: GenerationMeta) -> None:
         self.directory = directory
         self.meta = meta

@@ -2,23 +2,25 @@
 
 ``run`` is deterministic given the index, the query, the options (including
 ``now``) and the access statistics; it does no I/O of its own beyond reading
-the index through ``IndexReader``.
+the index through its reader. It is one pipeline with two retrieval backends
+(``lore.rank.retrieval``), chosen by the reader: the full ``IndexReader`` (numpy:
+BM25 over every row, phrases, vectors, HyDE) or the prompt hook's numpy-free
+``ColdReader`` (BM25's sparse scores in pure Python). Everything else, from the
+row filter to the response, is the same code for both; this module imports no
+numpy at its top (only MMR over vectors does, inside ``finish``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lore import analysis
-from lore.errors import ModelError
-from lore.rank import fusion, intent, traverse
+from lore.rank import fusion, intent, retrieval, traverse
 from lore.rank.diversity import mmr
 from lore.rank.gap import GapSettings, GapVerdict, assess
-from lore.rank.query import hyde_document, quoted_phrases
 from lore.rank.stages import Candidate, QueryContext, StageSettings, candidate_at, rank
 
 if TYPE_CHECKING:
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
     from lore.index.manager import IndexReader
 
 CHANNELS = ("bm25", "vector", "hyde", "graph")
-GRAPH_SEEDS = 5
 
 
 class SearchOptions(NamedTuple):
@@ -93,21 +94,32 @@ class SearchOptions(NamedTuple):
         return bool(self.types or self.project_filter or self.tags or self.since or self.until)
 
 
-@dataclass
-class SearchResponse:
-    """The ranked hits of one search, the evidence-gap verdict, and how it got there."""
+class SearchResponse(NamedTuple):
+    """The ranked hits of one search, the evidence-gap verdict, and how it got there: what every search returns.
+
+    ``Lore.search`` (the library's ``lore.SearchResponse``), `lore search`, the MCP
+    server, the hooks and the warm helper all get this. Immutable (``_replace``
+    makes a changed copy; ``timings_ms`` is the one dict a caller adds to). A
+    NamedTuple, as ``SearchOptions``: the prompt hook's cold path imports this module
+    on every prompt, and a dataclass costs ~0.4 ms more to define.
+    """
 
     query: str
-    hits: list[Candidate]
-    gap: GapVerdict
+    hits: tuple[Candidate, ...]  # best first, each with its record's title and content
+    gap: GapVerdict  # the evidence-gap verdict, with its reason and figures
     intent: intent.IntentResult
     timings_ms: dict[str, float]
-    weights: dict[str, float]
-    warnings: list[str] = field(default_factory=list)
-    channels_used: tuple[str, ...] = ()
-    fusion: str = "score"
+    weights: dict[str, float]  # each channel's fusion weight, as used
+    warnings: tuple[str, ...]
+    channels_used: tuple[str, ...]
+    fusion: str  # "score" or "rrf"
     # The query's BM25 terms with their idf in this store: the injection decision's evidence.
-    term_idf: dict[str, float] = field(default_factory=dict)
+    term_idf: dict[str, float]
+
+    @property
+    def evidence_gap(self) -> bool:
+        """Whether lore holds no reliable memory for the query (``gap.gap``)."""
+        return self.gap.gap
 
 
 Encoder = Callable[[list[str]], "np.ndarray"]
@@ -169,7 +181,7 @@ def bm25_evidence(reader: Any, kept: Sequence[tuple[str, float]],
     """BM25's best record with the query terms it holds, and the share of the query's idf mass they carry.
 
     It feeds the evidence gap. ``reader`` is an ``IndexReader`` or the hook's cold
-    reader (``lore.index.cold``): anything with a ``table`` and a ``bm25`` that has ``idf_of``.
+    reader (``lore.index.cold``): both have a ``table`` and a ``bm25`` with ``idf_of``.
     """
     if not kept or not query_terms:
         return None, 0.0
@@ -233,8 +245,8 @@ def finish(reader: Any, opts: SearchOptions, candidates: list[Candidate], query_
            lap: Callable[[str, float], float], t: float) -> tuple[list[Candidate], GapVerdict]:  # fmt: skip
     """Stages, evidence gap, diversity, graph expansion and contradiction notes: the hits and the verdict.
 
-    Pure Python over the candidates (numpy only for MMR over vectors), so the hook's
-    cold lexical path (``lore.rank.cold``) shares it with ``run``.
+    Pure Python over the candidates (numpy only for MMR over vectors), whichever
+    retrieval backend found them.
     """
     table = reader.table
     ctx = QueryContext(
@@ -290,7 +302,13 @@ def run(
     access: Mapping[str, tuple[int, float]] | None = None,
     centroids: dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None = None,
 ) -> SearchResponse:
-    """Search the index for ``query`` (already scrubbed)."""
+    """Search the index for ``query`` (already scrubbed): the hits, best first, each with its record's text.
+
+    The channels come from the retrieval backend for what ``reader`` loaded
+    (``lore.rank.retrieval``: numpy arrays and vectors, or the cold reader's sparse
+    BM25); every other step is this function's, whichever it is. A ``ColdReader``
+    may raise ``retrieval.Declined``.
+    """
     warnings: list[str] = []
     clock = time.perf_counter
     now = opts.now if opts.now is not None else time.time()
@@ -299,120 +317,40 @@ def run(
 
 
     t = clock()
-    import numpy as np
-
-    allowed = _allowed_rows(reader, opts)
-    table = reader.table
-    phrases = quoted_phrases(query) if opts.phrases == "filter" else []
-    if phrases:
-        # Quoted phrases need term positions: the BM25 index's term sequence (lore.index.lexical).
-        matching = reader.lexical.matching(phrases)
-        if matching is not None:
-            prior = allowed if allowed is not None else [True] * len(table)
-            narrowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
-            if any(narrowed):
-                allowed = narrowed
-            else:
-                quoted = " and ".join(f'"{p}"' for p in phrases)
-                warnings.append(f"no record holds {quoted} as a phrase: ranked by its words instead")
-    mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
+    channels = retrieval.backend(reader, opts, encode, centroids)
+    allowed = channels.rows(query, _allowed_rows(reader, opts), warnings)
     t = lap("filter", t)
-
-    rankings: dict[str, list[str]] = {}
-    channel_scores: dict[str, dict[str, float]] = {}
-    limit = opts.retrieval_limit
 
     query_terms = analysis.unique_terms(query)
     idf_coverage = 0.0
     bm25_top: tuple[str, set[str]] | None = None  # BM25's best record and the query terms it holds
-    full_scores: dict[str, np.ndarray] = {}  # channel -> its score of every row (score fusion reads them)
     if "bm25" in opts.channels:
-        from lore.index.bm25 import best_rows
-
-        lexical = reader.bm25.scores(query_terms)
-        if mask is not None:
-            lexical = np.where(mask, lexical, 0.0)
-        full_scores["bm25"] = lexical
-        kept = [(table.ids[row], score) for row, score in best_rows(lexical, limit)]
-        rankings["bm25"] = [rid for rid, _ in kept]
-        channel_scores["bm25"] = dict(kept)
+        kept = channels.bm25(query_terms, allowed)
         bm25_top, idf_coverage = bm25_evidence(reader, kept, query_terms)
         t = lap("bm25", t)
     weights = dict(opts.weights) if opts.weights is not None else dict(fusion.DEFAULT_WEIGHTS)
     # A channel fused at weight zero cannot change the ranking: do not compute it.
     active = tuple(c for c in opts.channels if weights.get(c, 0.0) > 0.0)
+    t = channels.vectors(query, active, warnings, lap, t)
 
-    query_vector = None
-    query_cosine = None
-    vector_ok = encode is not None and reader.has_vectors
-    if opts.deadline is not None and time.monotonic() > opts.deadline:
-        vector_ok = False
-        warnings.append("deadline reached: lexical results only")
-    want_vectors = vector_ok and any(c in active for c in ("vector", "hyde"))
-    encoded: Any = None
-    if want_vectors:
-        from lore.index import vectors as vector_index
-
-        assert encode is not None
-        if callable(centroids):
-            centroids = centroids()
-        texts = [query]
-        if "hyde" in active:
-            pseudo = opts.hyde_text or hyde_document(query)
-            if opts.hyde_feedback and not opts.hyde_text:
-                rows = [table.row(rid) for rid in rankings.get("bm25", [])[: opts.hyde_feedback]]
-                titles = [table.doc(row)["title"] for row in rows if row is not None]
-                pseudo = " ".join([pseudo, *titles])
-            texts.append(pseudo)
-        try:
-            encoded = encode(texts)
-        except ModelError as error:
-            warnings.append(f"{error.message}; lexical results only")
-            encoded = None
-    if want_vectors and encoded is not None:
-        query_vector = encoded[0]
-        if opts.vector_feedback and rankings.get("bm25"):
-            rows = [table.row(rid) for rid in rankings["bm25"][:5]]
-            feedback = np.asarray(reader.vectors[[r for r in rows if r is not None]], dtype=np.float32).mean(axis=0)
-            boosted = encoded[0] + opts.vector_feedback * feedback
-            norm = float(np.linalg.norm(boosted))
-            encoded = np.vstack([boosted / norm if norm else encoded[0], *encoded[1:]])
-        t = lap("encode", t)
-        matrix = reader.vectors
-        if np.any(query_vector):
-            closest = vector_index.top_k(matrix, query_vector, 1, mask)
-            query_cosine = closest[0][1] if closest else None
-        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
-            if channel not in active or vec is None or not np.any(vec):
-                continue
-            cosines = vector_index.cosines(matrix, vec) if matrix.shape[0] else np.zeros(0, dtype=np.float32)
-            full_scores[channel] = cosines
-            top = vector_index.best_of(cosines, limit, mask)
-            rankings[channel] = [table.ids[row] for row, _ in top]
-            channel_scores[channel] = {table.ids[row]: score for row, score in top}
-        t = lap("vectors", t)
-
-    classified = intent.classify(query_vector, centroids if isinstance(centroids, dict) else None, query) if opts.adaptive else intent.IntentResult(intent.FALLBACK, 0, 0, True)
+    classified = intent.classify(channels.query_vector, channels.centroids, query) if opts.adaptive else intent.IntentResult(intent.FALLBACK, 0, 0, True)
     if opts.adaptive:
         for channel, factor in intent.CHANNEL_ADJUST.get(classified.intent, {}).items():
             weights[channel] = weights.get(channel, 0.0) * factor
 
     if "graph" in active:
-        seeds = [*rankings.get("bm25", [])[:GRAPH_SEEDS], *rankings.get("vector", [])[:GRAPH_SEEDS]]
-        ranked = traverse.neighbour_ranking(reader.adjacency, seeds, opts.relation_weights)
-        if allowed is not None:
-            ranked = [rid for rid in ranked if (row := table.row(rid)) is not None and allowed[row]]
-        rankings["graph"] = [rid for rid in ranked if table.row(rid) is not None][:limit]
+        channels.graph(allowed)
         t = lap("graph", t)
 
-    candidates = fuse(reader, query_terms, rankings, channel_scores, full_scores, weights, opts)
+    candidates = fuse(reader, query_terms, channels.rankings, channels.scores, channels.every_row, weights, opts)
     t = lap("fusion", t)
-    picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, query_cosine, classified,
-                             allowed, access, now, lap, t)  # fmt: skip
+    picked, verdict = finish(reader, opts, candidates, query_terms, bm25_top, idf_coverage, channels.query_cosine,
+                             classified, allowed, access, now, lap, t)  # fmt: skip
+    hits = tuple(with_text(reader, hit) for hit in picked)
     lap.total()
     term_idf = reader.bm25.idf_of(query_terms) if query_terms else {}
-    return SearchResponse(query, picked, verdict, classified, timings, weights, warnings, tuple(rankings), opts.fusion,
-                          term_idf)  # fmt: skip
+    return SearchResponse(query, hits, verdict, classified, timings, weights, tuple(warnings),
+                          tuple(channels.rankings), opts.fusion, term_idf)  # fmt: skip
 
 
 class Laps:
@@ -431,7 +369,7 @@ class Laps:
 
 
 def with_text(reader: IndexReader, hit: Candidate) -> Candidate:
-    """``hit`` with its record's title, content and summary, read from the index's docs file."""
+    """``hit`` with its record's title, content and summary, read from the index's docs file (``run``'s last step)."""
     doc = reader.table.doc(hit.row)
     return hit.evolve(title=str(doc.get("title") or ""), content=str(doc.get("content") or ""),
                       summary=str(doc.get("summary") or ""))  # fmt: skip

@@ -16,6 +16,7 @@ elsewhere, so they are gone; importance still slows a decision's decay.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,7 +32,11 @@ DAY = 86400.0
 
 @dataclass(frozen=True)
 class Candidate:
-    """One record on its way through the pipeline: its metadata, each channel's evidence, and every factor applied."""
+    """One record on its way through the pipeline: its metadata, each channel's evidence, and every factor applied.
+
+    The hits of a ``SearchResponse`` are these, with their record's text: the
+    library exports this class as ``lore.SearchHit`` (docs/api.md).
+    """
 
     id: str
     row: int
@@ -71,6 +76,11 @@ class Candidate:
     def score(self) -> float:
         return self.relevance * math.prod(self.factors.values())
 
+    @property
+    def timestamp(self) -> str | None:
+        """``time`` in ISO 8601, UTC (``2025-03-01T10:00:00Z``), as `lore search --json` gives it."""
+        return iso(self.time)
+
     def with_factor(self, name: str, value: float) -> Candidate:
         return self.evolve(factors={**self.factors, name: value})
 
@@ -86,6 +96,11 @@ class Candidate:
         copy.__dict__.update(self.__dict__)
         copy.__dict__.update(changes)
         return copy
+
+
+def iso(epoch: float | None) -> str | None:
+    """Epoch seconds as ISO 8601 in UTC, to the second (``2025-03-01T10:00:00Z``); None stays None."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if epoch is not None else None
 
 
 def candidate_at(reader: IndexReader, row: int) -> Candidate:

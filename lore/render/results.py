@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from lore.rank.pipeline import SearchResponse
-from lore.rank.stages import Candidate
+from lore.rank.stages import Candidate, iso
 
 # 2: each hit's ``components.rrf`` became ``components.contributions`` (score fusion is
 # the default; the shares are no longer reciprocal ranks) and the response names its ``fusion``.
@@ -27,10 +27,6 @@ def components(candidate: Candidate, weights: dict[str, float]) -> dict[str, Any
         parts["diversity"] = {"score_rank": candidate.score_rank,
                               "max_similarity": None if similarity is None else round(similarity, 4)}  # fmt: skip
     return parts
-
-
-def iso(epoch: float | None) -> str | None:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch)) if epoch is not None else None
 
 
 def hit_json(candidate: Candidate, weights: dict[str, float]) -> dict[str, Any]:
@@ -65,7 +61,7 @@ def response_json(response: SearchResponse) -> dict[str, Any]:
         "weights": response.weights,
         "fusion": response.fusion,
         "timings_ms": response.timings_ms,
-        "warnings": response.warnings,
+        "warnings": list(response.warnings),
         "schema_version": JSON_SCHEMA_VERSION,
     }
 

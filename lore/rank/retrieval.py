@@ -1,0 +1,236 @@
+"""The pipeline's retrieval step: each channel's candidates and scores, from what the reader loaded.
+
+``pipeline.run`` is one code path (row filter, query analysis, fusion, scoring
+stages, evidence gap, graph expansion, response); only this step depends on the
+index reader it is given, and ``backend`` picks it by what that reader loaded:
+
+* ``Dense``, over the full ``IndexReader``: BM25 as a numpy array of every row's
+  score, quoted phrases (the terms in order), the vector and HyDE channels (the
+  query encoder, the record vectors, vector feedback), the graph channel.
+* ``Sparse``, over the prompt hook's ``ColdReader`` (``lore.index.cold``, which sets
+  ``numpy_free``): BM25 scores of the rows that match, in pure Python and bit for
+  bit the dense ones, and the graph channel; no vectors, no term positions, and
+  neither numpy nor the tokenizer is imported. It declines (``Declined``) what it
+  cannot judge as the full reader would: a phrase filter, and fewer than three BM25
+  candidates; its caller then asks the full reader.
+
+Both hand the pipeline the same things: each channel's ranking (ids, best first),
+the scores of its candidates, and for score fusion its score of any row (a numpy
+array, or a mapping that answers 0 for the rows it does not hold). Their answers
+are the same where the channels are (``tests/test_cold_hook.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lore.errors import ModelError
+from lore.rank import traverse
+from lore.rank.query import hyde_document, quoted_phrases
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from lore.index.cold import ColdReader
+    from lore.index.manager import IndexReader
+    from lore.rank.pipeline import Laps, SearchOptions
+
+    Encoder = Callable[[list[str]], np.ndarray]
+    Centroids = dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None
+
+GRAPH_SEEDS = 5
+MIN_CANDIDATES = 3  # what gap.lexical_standout needs to measure a lead
+
+
+class Declined(Exception):
+    """The sparse backend cannot answer as the full reader would: a phrase filter (term positions), or too few BM25 candidates to judge a gap without vectors."""
+
+
+class Retrieval:
+    """One search's channels over one reader: filled by ``bm25``, ``vectors`` and ``graph`` as the pipeline calls them.
+
+    ``rankings[channel]``: ids, best first; ``scores[channel]``: the scores of those
+    ids; ``every_row[channel]``: the channel's score of any row (score fusion reads
+    it; the graph channel has none). ``query_vector``/``query_cosine``: the query's
+    embedding and its best cosine to a record (None without vectors);
+    ``centroids``: the intent centroids, when known.
+    """
+
+    def __init__(self, reader: IndexReader, opts: SearchOptions, centroids: Centroids = None) -> None:
+        self.reader = reader
+        self.opts = opts
+        self.rankings: dict[str, list[str]] = {}
+        self.scores: dict[str, dict[str, float]] = {}
+        self.every_row: dict[str, Any] = {}
+        self.query_vector: Any = None
+        self.query_cosine: float | None = None
+        self.centroids = centroids if isinstance(centroids, dict) else None
+
+    def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+        """The rows the search may return: ``allowed`` (the pipeline's row filter), narrowed by quoted phrases."""
+        raise NotImplementedError
+
+    def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
+        """The BM25 channel: fills its ranking and scores; its best (id, score) pairs, best first."""
+        raise NotImplementedError
+
+    def vectors(self, query: str, active: tuple[str, ...], warnings: list[str], lap: Laps, t: float) -> float:
+        """The vector and HyDE channels, for the ``active`` ones the reader can serve; the time of the last lap."""
+        return t
+
+    def graph(self, allowed: Sequence[bool] | None) -> None:
+        """The graph channel: the records the BM25 and vector seeds' edges reach, by relation weight."""
+        table, opts = self.reader.table, self.opts
+        seeds = [*self.rankings.get("bm25", [])[:GRAPH_SEEDS], *self.rankings.get("vector", [])[:GRAPH_SEEDS]]
+        ranked = traverse.neighbour_ranking(self.reader.adjacency, seeds, opts.relation_weights)
+        if allowed is not None:
+            ranked = [rid for rid in ranked if (row := table.row(rid)) is not None and allowed[row]]
+        self.rankings["graph"] = [rid for rid in ranked if table.row(rid) is not None][: opts.retrieval_limit]
+
+    def _keep_bm25(self, every_row: Any, best: list[tuple[int, float]]) -> list[tuple[str, float]]:
+        ids = self.reader.table.ids
+        kept = [(ids[row], score) for row, score in best]
+        self.every_row["bm25"] = every_row
+        self.rankings["bm25"] = [rid for rid, _ in kept]
+        self.scores["bm25"] = dict(kept)
+        return kept
+
+
+class Dense(Retrieval):
+    """The full reader's channels: numpy arrays over every row, phrases, vectors, HyDE."""
+
+    def __init__(self, reader: IndexReader, opts: SearchOptions, encode: Encoder | None, centroids: Centroids = None) -> None:
+        super().__init__(reader, opts, centroids)
+        self.encode = encode
+        self.find_centroids = centroids
+        self.mask: Any = None
+
+    def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+        import numpy as np
+
+        table = self.reader.table
+        phrases = quoted_phrases(query) if self.opts.phrases == "filter" else []
+        if phrases:
+            # Quoted phrases need term positions: the BM25 index's term sequence (lore.index.lexical).
+            matching = self.reader.lexical.matching(phrases)
+            if matching is not None:
+                prior = allowed if allowed is not None else [True] * len(table)
+                narrowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
+                if any(narrowed):
+                    allowed = narrowed
+                else:
+                    quoted = " and ".join(f'"{p}"' for p in phrases)
+                    warnings.append(f"no record holds {quoted} as a phrase: ranked by its words instead")
+        self.mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
+        return allowed
+
+    def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
+        import numpy as np
+
+        from lore.index.bm25 import best_rows
+
+        lexical = self.reader.bm25.scores(query_terms)
+        if self.mask is not None:
+            lexical = np.where(self.mask, lexical, 0.0)
+        return self._keep_bm25(lexical, best_rows(lexical, self.opts.retrieval_limit))
+
+    def vectors(self, query: str, active: tuple[str, ...], warnings: list[str], lap: Laps, t: float) -> float:
+        import numpy as np
+
+        reader, opts, table = self.reader, self.opts, self.reader.table
+        vector_ok = self.encode is not None and reader.has_vectors
+        if opts.deadline is not None and time.monotonic() > opts.deadline:
+            vector_ok = False
+            warnings.append("deadline reached: lexical results only")
+        if not (vector_ok and any(c in active for c in ("vector", "hyde"))):
+            return t
+        from lore.index import vectors as vector_index
+
+        assert self.encode is not None
+        if callable(self.find_centroids):
+            self.centroids = self.find_centroids()
+        texts = [query]
+        if "hyde" in active:
+            pseudo = opts.hyde_text or hyde_document(query)
+            if opts.hyde_feedback and not opts.hyde_text:
+                rows = [table.row(rid) for rid in self.rankings.get("bm25", [])[: opts.hyde_feedback]]
+                titles = [table.doc(row)["title"] for row in rows if row is not None]
+                pseudo = " ".join([pseudo, *titles])
+            texts.append(pseudo)
+        try:
+            encoded = self.encode(texts)
+        except ModelError as error:
+            warnings.append(f"{error.message}; lexical results only")
+            return t
+        self.query_vector = encoded[0]
+        if opts.vector_feedback and self.rankings.get("bm25"):
+            rows = [table.row(rid) for rid in self.rankings["bm25"][:5]]
+            feedback = np.asarray(reader.vectors[[r for r in rows if r is not None]], dtype=np.float32).mean(axis=0)
+            boosted = encoded[0] + opts.vector_feedback * feedback
+            norm = float(np.linalg.norm(boosted))
+            encoded = np.vstack([boosted / norm if norm else encoded[0], *encoded[1:]])
+        t = lap("encode", t)
+        matrix, mask, limit = reader.vectors, self.mask, opts.retrieval_limit
+        if np.any(self.query_vector):
+            closest = vector_index.top_k(matrix, self.query_vector, 1, mask)
+            self.query_cosine = closest[0][1] if closest else None
+        for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
+            if channel not in active or vec is None or not np.any(vec):
+                continue
+            cosines = vector_index.cosines(matrix, vec) if matrix.shape[0] else np.zeros(0, dtype=np.float32)
+            self.every_row[channel] = cosines
+            top = vector_index.best_of(cosines, limit, mask)
+            self.rankings[channel] = [table.ids[row] for row, _ in top]
+            self.scores[channel] = {table.ids[row]: score for row, score in top}
+        return lap("vectors", t)
+
+
+class _Sparse(dict[int, float]):
+    """Scores of the rows a channel matched; every other row scores 0 (as in the channel's dense array)."""
+
+    def __missing__(self, row: int) -> float:
+        return 0.0
+
+
+class Sparse(Retrieval):
+    """The cold reader's channels, in pure Python: BM25 over the rows that match, and the graph."""
+
+    reader: ColdReader
+
+    def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+        if self.opts.phrases == "filter" and quoted_phrases(query):
+            raise Declined("quoted phrases")
+        return allowed
+
+    def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
+        scores = self.reader.bm25.scores(query_terms)
+        lexical = _Sparse(scores if allowed is None else {row: score for row, score in scores.items() if allowed[row]})
+        best = best_rows(lexical, self.opts.retrieval_limit)
+        if len(best) < MIN_CANDIDATES:
+            # The lexical gap rule cannot call a match a standout among fewer than three
+            # candidates (gap.lexical_standout): a young store, or a prompt matching almost
+            # nothing, would always get a gap. The full reader judges those.
+            raise Declined("fewer than three lexical candidates")
+        return self._keep_bm25(lexical, best)
+
+
+def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:
+    """``bm25.best_rows`` over sparse scores: the ``limit`` best positive rows, best first, ties by row."""
+    if limit <= 0:
+        return []
+    import heapq
+
+    # (score, row) pairs are distinct: the ``limit`` smallest keys are exactly a full sort's first ``limit``.
+    best = heapq.nsmallest(limit, ((-score, row) for row, score in scores.items() if score > 0))
+    return [(row, -negative) for negative, row in best]
+
+
+def backend(reader: IndexReader, opts: SearchOptions, encode: Encoder | None, centroids: Centroids = None) -> Retrieval:
+    """The retrieval for what ``reader`` loaded: ``Sparse`` for a numpy-free reader (the cold hook's), else ``Dense``."""
+    if reader.numpy_free:
+        if opts.diversity:
+            raise ValueError("diversity (MMR over the record vectors) needs the full reader")
+        return Sparse(reader, opts, centroids)
+    return Dense(reader, opts, encode, centroids)
