@@ -14,9 +14,11 @@ what reaches the agent:
 * **precision**: the share of injected items that are relevant;
 * **characters per prompt**, over every prompt of the stream, and items per block.
 
-Policies, each on the warm path (the whole pipeline) and the cold path (BM25 alone,
-as the hook answers before the helper runs; a prompt the cold path declines goes to
-the whole pipeline, as in the hook): ``lore`` (the injection decision), ``always``
+Policies, each on the warm path (the whole pipeline) and the cold path (BM25, then its
+candidates' cosines as the vector channel, as the hook answers before the helper runs;
+a prompt the cold path declines goes to the whole pipeline, as in the hook), and in the
+tables on ``cold_lexical`` too (BM25 alone: the cold hook over an index without readable
+vectors): ``lore`` (the injection decision), ``always``
 (every non-trivial prompt gets its first five hits, no decision, no repeat rule)
 and ``before`` (the block as it was built before the injection decision: the
 evidence-gap verdict, the share-of-top floor and whole summaries). The searches run
@@ -62,6 +64,9 @@ class Observed:
     warm: Any = None
     cold: Any = None
     null: Any = None
+    # The cold path without its vector channel (BM25 alone, ``lore.rank.cold.LEXICAL``): what the
+    # hook answers when the index has no vectors it can read; its decision has its own weights.
+    cold_lexical: Any = None
 
 
 @dataclass
@@ -96,7 +101,7 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
     from lore.agent.hook import is_trivial
     from lore.index.manager import IndexManager
     from lore.rank import null
-    from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
+    from lore.rank.cold import RERANKED, Declined, hook_options, lexical_run, open_reader
     from lore.rank.pipeline import CHANNELS
     from lore.rank.query import scrub_query
     from lore.search import SearchSession, search
@@ -125,10 +130,13 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
                 if not is_trivial(turn.prompt):
                     seen.warm = search(session, turn.prompt, hook_options(turn.project, now, channels=CHANNELS),
                                        policy="ignore", log_access=False, use_llm=False)  # fmt: skip
+                    query = scrub_query(turn.prompt).text
                     try:
-                        seen.cold = lexical_run(cold_reader, scrub_query(turn.prompt).text, hook_options(turn.project, now))
+                        seen.cold = lexical_run(cold_reader, query, hook_options(turn.project, now, channels=RERANKED))
+                        seen.cold_lexical = lexical_run(cold_reader, query, hook_options(turn.project, now))
                     except Declined:
-                        seen.cold = seen.warm  # as the hook: the whole pipeline answers what the cold path declines
+                        # as the hook: the whole pipeline answers what the cold path declines
+                        seen.cold = seen.cold_lexical = seen.warm
                 observed.append(seen)
         finally:
             cold_reader.close()
@@ -206,7 +214,9 @@ def curve(stores: StreamStores, path: str, split: str, settings: Any = None,
     base = settings or inject.DEFAULT_SETTINGS
     points = []
     for threshold in steps:
-        tried = base._replace(warm_gate_threshold=threshold) if path == "warm" else base._replace(cold_gate_threshold=threshold)
+        # The cold path's hits carry cosines (its vector channel): the decision reads the warm settings.
+        lexical = path == "cold_lexical"
+        tried = base._replace(cold_gate_threshold=threshold) if lexical else base._replace(warm_gate_threshold=threshold)
         figures = measures(replay(split_of(stores, split), path, "lore", tried))
         points.append({"gate": round(threshold, 3), "hit": figures["hit"], "hit_strict": figures["hit_strict"],
                        "left_empty": figures["left_empty"], "chars_per_prompt": figures["chars_per_prompt"]})  # fmt: skip
@@ -243,7 +253,7 @@ def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = 
     out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}, "quick": quick}
     for split in ("dev", "test"):
         table: dict[str, Any] = {}
-        for path in PATHS:
+        for path in (*PATHS, "cold_lexical"):
             for policy in ("lore", "always", "before"):
                 key = f"{path}/{policy}"
                 table[key] = {"all": measures(replay(split_of(stores, split), path, policy))}

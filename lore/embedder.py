@@ -10,8 +10,8 @@ still works.
 
 from __future__ import annotations
 
-import hashlib
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +58,8 @@ BUNDLED_MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 
 def bundled_model_digest(directory: Path = BUNDLED_MODEL_DIR) -> str:
     """The SHA-256 of the model files in ``directory``, in ``BUNDLED_MODEL_FILES`` order."""
+    import hashlib  # here: the cold prompt hook imports this module (``lore.index.cold_vectors``)
+
     digest = hashlib.sha256()
     for name in BUNDLED_MODEL_FILES:
         digest.update((directory / name).read_bytes())
@@ -75,6 +77,8 @@ def model_identity(spec: str | None) -> str:
     if path.is_dir():
         if path.resolve() == BUNDLED_MODEL_DIR.resolve():
             return f"bundled@{BUNDLED_MODEL_SHA256[:16]}"
+        import hashlib
+
         digest = hashlib.sha256()
         for name in ("model.safetensors", "config.json", "tokenizer.json"):
             file = path / name
@@ -222,8 +226,10 @@ class PureBpe:
     ``tests/test_index.py`` checks the ids against ``tokenizers`` over the repository's texts.
     """
 
-    def __init__(self, vocab: dict[str, int], ranks: dict[str, int], unk: str | None, byte_fallback: bool,
-                 fuse_unk: bool, added: list[str]) -> None:  # fmt: skip
+    def __init__(self, vocab: Mapping[str, int], ranks: Mapping[str, int], unk: str | None, byte_fallback: bool,
+                 fuse_unk: bool, added: list[str], by_word: bool | None = None) -> None:  # fmt: skip
+        """``vocab`` and ``ranks``: dicts, or any mapping with ``in``, ``[]`` and ``get`` (``by_word`` given then:
+        finding it reads every token; ``lore.index.cold_vectors`` keeps it in its file)."""
         self.vocab = vocab
         self.ranks = ranks  # "left right" -> rank (the merges' order)
         self.unk = unk if unk in vocab else None
@@ -235,7 +241,9 @@ class PureBpe:
         # then no merge joins a word to the metaspace that starts the next one, each run of
         # metaspaces and the word after it tokenizes alone, and a word seen before costs a
         # look-up. The cold write check tokenized ~100 commit texts per process: ~0.1 s whole.
-        self.by_word = _METASPACE in vocab and not _AFTER_CHARACTER.search("\x00".join(vocab))
+        if by_word is None:
+            by_word = _METASPACE in vocab and not _AFTER_CHARACTER.search("\x00".join(vocab))
+        self.by_word = by_word
         self._words: dict[str, list[int]] = {}
 
     @classmethod

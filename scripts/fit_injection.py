@@ -48,7 +48,7 @@ def logistic_fit(rows: list[list[float]], labels: list[float]) -> list[float]:
 
 
 def training_rows(observed: list[stream.Observed], path: str) -> tuple[list[list[float]], list[float], list[list[float]], list[float]]:
-    vectors = path == "warm"
+    vectors = path != "cold_lexical"
     gate_names, item_names = inject.gate_features(vectors), inject.item_features(vectors)
     gate_x, gate_y, item_x, item_y = [], [], [], []
     off = inject.DEFAULT_SETTINGS._replace(enabled=False)
@@ -76,7 +76,7 @@ def choose(dev: list[stream.Observed], settings: inject.InjectSettings, path: st
     """The gate and item thresholds that leave the most unanswerable dev prompts empty within 5 hit points."""
 
     def with_thresholds(gate: float, item: float) -> inject.InjectSettings:
-        if path == "warm":
+        if path != "cold_lexical":  # the cold path's hits carry cosines (its vector channel): the warm settings
             return settings._replace(warm_gate_threshold=gate, warm_item_threshold=item)
         return settings._replace(cold_gate_threshold=gate, cold_item_threshold=item)
 
@@ -106,10 +106,12 @@ def choose(dev: list[stream.Observed], settings: inject.InjectSettings, path: st
 
 def fit(dev: list[stream.Observed]) -> inject.InjectSettings:
     fitted: dict[str, object] = {}
-    for path in stream.PATHS:
+    # The warm weights from the whole pipeline's answers; the lexical ones ("cold_*", for a cold
+    # hook over an index without readable vectors) from BM25 alone.
+    for path, name in (("warm", "warm"), ("cold_lexical", "cold")):
         gate_x, gate_y, item_x, item_y = training_rows(dev, path)
-        fitted[f"{path}_gate"] = tuple(logistic_fit(gate_x, gate_y))
-        fitted[f"{path}_item"] = tuple(logistic_fit(item_x, item_y))
+        fitted[f"{name}_gate"] = tuple(logistic_fit(gate_x, gate_y))
+        fitted[f"{name}_item"] = tuple(logistic_fit(item_x, item_y))
         print(f"{path}: gate from {len(gate_y)} prompts ({int(sum(gate_y))} answerable), items from {len(item_y)} hits")
     return inject.DEFAULT_SETTINGS._replace(**fitted)  # type: ignore[arg-type]
 
@@ -127,9 +129,16 @@ def main() -> None:
         for seen in dev:
             seen.null = flat
     settings = fit(dev)
-    for path in stream.PATHS:
+    for path in ("warm", "cold_lexical"):
         settings, figures = choose(dev, settings, path)
         print(f"{path}: {figures}")
+    # The hook's cold path (BM25's candidates reranked with their cosines, ``cold.RERANKED``) is
+    # judged with the warm settings: its figures under them, and the thresholds it would pick itself.
+    cold = stream.measures(stream.replay(dev, "cold", "lore", settings))
+    always = stream.measures(stream.replay(dev, "cold", "always", settings))["hit"]
+    print(f"cold, warm settings: always hit {always} left empty {cold['left_empty']} hit {cold['hit']}")
+    _, own = choose(dev, settings, "cold", verbose=False)
+    print(f"cold, its own thresholds: {own}")
     print(repr(settings))
     assert all(math.isfinite(v) for v in settings.warm_gate)
 

@@ -70,7 +70,7 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
     from lore.project import detect_project
     from lore.rank import access as access_log
     from lore.rank import null
-    from lore.rank.cold import Declined, hook_options, lexical_run, open_reader
+    from lore.rank.cold import RERANKED, Declined, hook_options, lexical_run, open_reader
     from lore.rank.query import scrub_query
 
     reader = open_reader(locations)
@@ -78,7 +78,7 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
         scrubbed = scrub_query(prompt)
         now = time.time()
         project = detect_project(cwd) if cwd else None
-        options = hook_options(project, now)
+        options = hook_options(project, now, channels=RERANKED)
         stats = access_log.load_stats(locations.access_log)
         try:
             response = lexical_run(reader, scrubbed.text, options, access=stats)

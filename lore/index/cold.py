@@ -323,9 +323,13 @@ class ColdReader(IndexReader):
             self._cold_bm25 = self._load("bm25", lambda: ColdBm25(self.directory, self.meta.files, rows, self._cold_delta()))
         return self._cold_bm25
 
+    # ``lore.index.cold_vectors.for_reader``'s ColdVectors, opened once (False: tried, none usable).
+    cold_vectors: Any = None
+
     def close(self) -> None:
         super().close()
         self._cold_bm25 = None
+        self.cold_vectors = None
 
     def _cold_delta(self) -> ColdDelta | None:
         if not self.has_delta:

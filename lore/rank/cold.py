@@ -32,21 +32,23 @@ if TYPE_CHECKING:
     from lore.index.cold import ColdReader
     from lore.paths import Locations
 
-__all__ = ["LEXICAL", "MIN_CANDIDATES", "MODES", "Declined", "hook_options", "lexical_run", "open_reader"]
+__all__ = ["LEXICAL", "MIN_CANDIDATES", "MODES", "RERANKED", "Declined", "hook_options", "lexical_run", "open_reader"]
 
 MODES = ("lexical", "full", "off")
 LEXICAL = ("bm25",)
+# BM25, then the vector channel over BM25's candidates only (``retrieval.Sparse.vectors``: pure Python).
+RERANKED = ("bm25", "vector")
 
 
 def lexical_run(reader: ColdReader, query: str, opts: SearchOptions, *,
                 access: Mapping[str, tuple[int, float]] | None = None) -> SearchResponse:  # fmt: skip
-    """``pipeline.run(reader, query, opts)`` with ``opts.channels == ("bm25",)`` over the cold reader: no numpy.
+    """``pipeline.run(reader, query, opts)`` with ``opts.channels`` ``LEXICAL`` or ``RERANKED`` over the cold reader: no numpy.
 
     Raises ``Declined`` for a phrase filter or fewer than three BM25 candidates (the
     whole pipeline answers those), and ``ValueError`` for options this path does not
     serve (another channel, adaptive weights, diversity).
     """
-    if tuple(opts.channels) != LEXICAL or opts.adaptive or opts.diversity:
+    if tuple(opts.channels) not in (LEXICAL, RERANKED) or opts.adaptive or opts.diversity:
         raise ValueError("the cold path serves the lexical-only configuration")
     return run(reader, query, opts, encode=None, access=access)
 

@@ -204,6 +204,8 @@ class Sparse(Retrieval):
             raise Declined("quoted phrases")
         return allowed
 
+    bm25_rows: list[int]
+
     def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
         scores = self.reader.bm25.scores(query_terms)
         lexical = _Sparse(scores if allowed is None else {row: score for row, score in scores.items() if allowed[row]})
@@ -213,7 +215,46 @@ class Sparse(Retrieval):
             # candidates (gap.lexical_standout): a young store, or a prompt matching almost
             # nothing, would always get a gap. The full reader judges those.
             raise Declined("fewer than three lexical candidates")
+        self.bm25_rows = [row for row, _ in best]
         return self._keep_bm25(lexical, best)
+
+    def vectors(self, query: str, active: tuple[str, ...], warnings: list[str], lap: Laps, t: float) -> float:
+        """The vector channel over BM25's candidates only: each one's cosine, by ``lore.index.cold_vectors``.
+
+        The same cosine as the full reader's vector channel (the query's vector plus the
+        feedback of BM25's five best rows), in pure Python; the channel ranks BM25's
+        ``retrieval_limit`` candidates by it (no record BM25 missed), and scores any other
+        row fusion asks about (the graph channel's) when asked. No HyDE channel here.
+        """
+        opts = self.opts
+        if "vector" not in active or not getattr(self, "bm25_rows", None):
+            return t
+        if opts.deadline is not None and time.monotonic() > opts.deadline:
+            warnings.append("deadline reached: lexical results only")
+            return t
+        from lore.index.cold_vectors import FEEDBACK_ROWS, RowCosines, channel_vector, for_reader
+
+        cold = for_reader(self.reader)
+        if cold is None:
+            return t
+
+        encoded = cold.encoder.encode(query)
+        if encoded is None or not any(encoded):  # a text PureBpe leaves to tokenizers, or no known token
+            return t
+        self.query_vector = encoded
+        rows = self.bm25_rows
+        feedback = [cold.rows.row(row) for row in rows[:FEEDBACK_ROWS]] if opts.vector_feedback else []
+        vector = channel_vector(encoded, feedback, opts.vector_feedback)
+        t = lap("encode", t)
+        if vector is None:
+            return t
+        cosines = RowCosines(cold.rows, vector)
+        ranked = sorted(rows, key=lambda row: (-cosines[row], row))
+        ids = self.reader.table.ids
+        self.every_row["vector"] = cosines
+        self.rankings["vector"] = [ids[row] for row in ranked]
+        self.scores["vector"] = {ids[row]: cosines[row] for row in ranked}
+        return lap("vectors", t)
 
 
 def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:
