@@ -6,8 +6,9 @@ Systems on every set:
 * ``grep``: ``grep -il`` per content word, files ranked by how many words they hold;
 * ``bm25``, ``vector``, ``hyde``, ``graph``: each of lore's channels alone (no stages);
 * ``default``: ``lore search`` as shipped (every default on);
-* ``cold``: the prompt hook's cold lexical path (``lore.rank.cold``: the defaults with
-  the BM25 channel alone, read without numpy), what a prompt gets before the warm helper runs.
+* ``cold``: the prompt hook's cold path (``lore.rank.cold``: the defaults with BM25's
+  candidates reranked by their cosine, ``cold.RERANKED``, read without numpy), what a
+  prompt gets before the warm helper runs.
 
 Recall@5, recall@10 and MRR@10 on every set (nDCG@10 on SciFact too), and the
 evidence gap's flag rate on answerable and unanswerable questions. Figures for
@@ -42,7 +43,7 @@ LABELS = {
     "vector": "lore vector channel alone",
     "hyde": "lore HyDE channel alone",
     "default": "lore defaults",
-    "cold": "lore hook, cold lexical path",
+    "cold": "lore hook, cold path (BM25 reranked)",
     "block": "hook block as built, warm",
     "block-cold": "hook block as built, cold",
 }
@@ -115,13 +116,13 @@ def _cold_reader(searcher: Searcher) -> Any:
 
 
 def _cold_query(reader: Any, text: str, now: float, limit: int = 10) -> Any:
-    """The hook's cold lexical answer: the defaults with the BM25 channel alone (scrubbed like any search)."""
-    from lore.rank.cold import LEXICAL, Declined, lexical_run
+    """The hook's cold answer: the defaults with BM25's candidates reranked by their cosine (scrubbed like any search)."""
+    from lore.rank.cold import RERANKED, Declined, lexical_run
     from lore.rank.pipeline import SearchOptions
     from lore.rank.query import scrub_query
 
     query = scrub_query(text).text
-    options = SearchOptions(limit=limit, now=now, channels=LEXICAL)
+    options = SearchOptions(limit=limit, now=now, channels=RERANKED)
     try:
         return lexical_run(reader, query, options, access={})
     except Declined:
@@ -231,14 +232,15 @@ def _block(searcher: Searcher, cold_reader: Any, text: str, now: float, cold: bo
     """The hook's block as built for ``text`` (its ids), and whether the injection decision refuses it."""
     from lore.context import HOOK, block_for, decide
     from lore.rank import inject
-    from lore.rank.cold import Declined, hook_options, lexical_run
+    from lore.rank.cold import RERANKED, Declined, hook_options, lexical_run
     from lore.rank.pipeline import CHANNELS
     from lore.rank.query import scrub_query
 
     response = None
     if cold:
         try:
-            response = lexical_run(cold_reader, scrub_query(text).text, hook_options(None, now), access={})
+            response = lexical_run(cold_reader, scrub_query(text).text, hook_options(None, now, channels=RERANKED),
+                                   access={})  # fmt: skip
         except Declined:
             response = None  # the hook hands these to the whole pipeline
     if response is None:
