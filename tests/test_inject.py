@@ -123,6 +123,40 @@ def test_prompts_no_memory_answers_get_nothing_on_either_path(demo: Locations, b
         assert cold_context_for_prompt(prompt, billing_cwd, 1500, demo) in (("", ()), None)
 
 
+def test_a_store_too_small_for_a_null_keeps_the_default_and_answers_on_topic_prompts(data_dir: Path) -> None:
+    # 23 records: the null prompts match almost no word, so a measured null had a spread near 0,
+    # z-scores of 15 and more, and the gate of an on-topic prompt fell to 0.01.
+    store = Store(data_dir, actor="test")
+    store.init()
+    plain = WriteOptions(check_duplicates=False)
+    capture.remember(store, "Wrap payment-provider calls in exponential backoff with full jitter", project="acme-api",
+                     rationale="A Stripe degradation turned synchronized attempts into a thundering herd.",
+                     options=plain)  # fmt: skip
+    capture.learn(store, "Idempotency keys for payment calls", project="acme-api",
+                  solution="Send a stable idempotency key with every charge so a second attempt cannot double-charge",
+                  options=plain)  # fmt: skip
+    for i in range(21):
+        capture.observe(store, f"Unrelated note {i} about office plants and lunch menus", project="other", options=plain)
+    locations = resolve_locations(data_dir)
+    IndexManager(locations).build()
+    session = SearchSession(locations)
+    assert null.MIN_RECORDS > 23
+    assert null.measure(session) == inject.DEFAULT_NULL
+    null.ensure(session)
+    text, ids = context_for_prompt(session, "how do we keep charges idempotent when payment calls are retried", None, 1500,
+                                   None)  # fmt: skip
+    assert ids and "Idempotency keys" in text
+    assert context_for_prompt(session, "how do I center a div with flexbox", None, 1500, None) == ("", ())
+
+
+@given(st.floats(-1e6, 1e6), st.floats(-10, 10), st.floats(0, 10))
+def test_the_evidence_stays_within_the_range_the_scores_were_fitted_on(value: float, mean: float, spread: float) -> None:
+    z = inject.normalise({"coverage": value}, {"coverage": (mean, spread)})["coverage"]
+    assert inject.Z_RANGE[0] <= z <= inject.Z_RANGE[1]
+    if spread > 0 and inject.Z_RANGE[0] < (value - mean) / spread < inject.Z_RANGE[1]:
+        assert z == pytest.approx((value - mean) / spread)
+
+
 def test_prompts_a_memory_answers_get_it_on_both_paths(demo: Locations, billing_cwd: str) -> None:
     session = SearchSession(demo)
     null.ensure(session)
@@ -146,7 +180,9 @@ def test_a_session_is_not_handed_the_same_memories_twice(demo: Locations, billin
                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     monkeypatch.setenv("LORE_HOOK_COLD", "full")
     monkeypatch.setenv("LORE_HOOK_DEADLINE_MS", "20000")
-    prompt = next(iter(ON_TOPIC))
+    # The policy question: the other one's gate is 0.19 against the built-in null (this index has
+    # no measured one) since the refit on 24 dev sessions; it passes with the store's own null.
+    prompt = "what's our policy for exponential backoff with jitter when calling payment providers"
     first, seen = hook(prompt, "sess-a", billing_cwd)
     assert first and seen
     again, seen_after = hook(prompt + " Any update?", "sess-a", billing_cwd)

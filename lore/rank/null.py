@@ -30,8 +30,16 @@ def load(directory: Path | None) -> inject.NullEvidence:
         return inject.DEFAULT_NULL
 
 
+# Below this many records a store's null says little (most null prompts match no word of it,
+# so its spread is near 0 and any match looks extreme): such a store keeps the default.
+MIN_RECORDS = 100
+
+
 def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
-    """Run the hook's search (whole pipeline, and BM25 alone as the cold path) over ``inject.NULL_PROMPTS``."""
+    """Run the hook's search (whole pipeline, and BM25 alone as the cold path) over ``inject.NULL_PROMPTS``.
+
+    A store of fewer than ``MIN_RECORDS`` records gets ``inject.DEFAULT_NULL``.
+    """
     import statistics  # here: the cold hook imports this module, and statistics costs it ~4 ms
 
     from lore import analysis
@@ -39,6 +47,8 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     from lore.rank.pipeline import CHANNELS
     from lore.search import search
 
+    if len(session.open("ignore").table) < MIN_RECORDS:
+        return inject.DEFAULT_NULL
     moment = now if now is not None else time.time()
     parts: dict[str, dict[str, list[float]]] = {"warm": {}, "cold": {}}
     for prompt in inject.NULL_PROMPTS:
