@@ -77,6 +77,26 @@ def forget_access(locations: Locations) -> None:
     locations.access_log.unlink(missing_ok=True)
 
 
+def test_the_clients_option_table_is_the_clis() -> None:
+    """The helper's client reads `lore search`/`lore context` options before the CLI loads (stdlib only, a table of
+    its own): every option it takes, with the CLI's bounds and formats, so what it sends the CLI would accept."""
+    import typer
+
+    from lore.agent import remote
+    from lore.cli.app import app
+    from lore.context import FORMATS
+
+    commands = {name: typer.main.get_command(app).commands[name] for name in remote._VALUED}  # type: ignore[attr-defined]
+    assert remote.FORMATS == FORMATS
+    for name, valued in remote._VALUED.items():
+        params = {opt: param for param in commands[name].params for opt in param.opts}
+        for option, (_, low, high) in valued.items():
+            param = params[option]  # the CLI has the option, and the same bounds
+            if low is not None:
+                assert (param.type.min, param.type.max) == (low, high), (name, option)
+        assert all(params[flag].is_flag for flag in remote._FLAGS[name]), name
+
+
 def test_search_through_the_helper_prints_what_the_cli_prints(helper: Locations, cli) -> None:  # type: ignore[no-untyped-def]
     before = answered_by_helper(helper)
     remote = lore("search", QUERY)
