@@ -199,12 +199,14 @@ class Sparse(Retrieval):
 
     reader: ColdReader
 
+    def __init__(self, reader: IndexReader, opts: SearchOptions, centroids: Centroids = None) -> None:
+        super().__init__(reader, opts, centroids)
+        self.bm25_rows: list[int] = []  # BM25's candidates, best first: the rows the vector channel scores
+
     def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
         if self.opts.phrases == "filter" and quoted_phrases(query):
             raise Declined("quoted phrases")
         return allowed
-
-    bm25_rows: list[int]
 
     def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
         scores = self.reader.bm25.scores(query_terms)
@@ -227,7 +229,7 @@ class Sparse(Retrieval):
         row fusion asks about (the graph channel's) when asked. No HyDE channel here.
         """
         opts = self.opts
-        if "vector" not in active or not getattr(self, "bm25_rows", None):
+        if "vector" not in active or not self.bm25_rows:
             return t
         if opts.deadline is not None and time.monotonic() > opts.deadline:
             warnings.append("deadline reached: lexical results only")
