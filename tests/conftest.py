@@ -132,19 +132,26 @@ def wait_for_helper(index_dir: Path, timeout: float = 60.0) -> None:
 
 
 @pytest.fixture
-def demo_helper(data_dir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A copy of the demo data, indexed, with a real warm helper serving it (stopped afterwards)."""
-    import subprocess
-    import sys
-
+def demo_indexed(data_dir: Path) -> Any:
+    """A copy of the demo data in the test's data dir, indexed: its ``Locations``."""
     from lore.index.manager import IndexManager
-
-    def lore(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120)
 
     shutil.copytree(PROJECT_ROOT / "data", data_dir)
     locations = resolve_locations(data_dir)
     IndexManager(locations).build()
+    return locations
+
+
+@pytest.fixture
+def demo_helper(demo_indexed: Any, data_dir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A copy of the demo data, indexed, with a real warm helper serving it (stopped afterwards)."""
+    import subprocess
+    import sys
+
+    def lore(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "lore", *args], capture_output=True, text=True, timeout=120)
+
+    locations = demo_indexed
     monkeypatch.setenv("LORE_DATA_DIR", str(data_dir))
     monkeypatch.delenv("LORE_SERVER")  # the autouse fixture turns the helper off
     started = lore("server", "start", "--idle", "120")

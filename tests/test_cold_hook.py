@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -192,11 +191,8 @@ def hook_in_fresh_interpreter(prompt: str, env: dict[str, str] | None = None) ->
 
 
 @pytest.fixture
-def demo_copy(data_dir: Path) -> Locations:
-    shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = resolve_locations(data_dir)
-    IndexManager(locations).build()
-    return locations
+def demo_copy(demo_indexed: Locations) -> Locations:
+    return demo_indexed
 
 
 # Names the record's "outbound provider": the shorter "... jitter for webhooks" has a gate of 0.28

@@ -166,6 +166,19 @@ IndexManager(Locations.resolve(sys.argv[1], sys.argv[2], Settings.from_env())).b
 """
 
 
+def kill_builds(data_dir: Path, index_dir: Path, command: list[str], delays: tuple[float, ...], good: set[str]) -> None:
+    """Start ``command DATA_DIR INDEX_DIR`` (a build) and SIGKILL it after each delay: the index stays usable and right."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for delay in delays:
+        proc = subprocess.Popen([*command, str(data_dir), str(index_dir)], env=env)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        fresh = manager(data_dir)
+        assert fresh.read_meta() is not None, f"unusable index after kill at {delay}s"
+        assert set(search_ids(fresh, "postgres")) == good
+
+
 @pytest.mark.slow
 def test_killing_a_build_at_any_moment_leaves_a_usable_index(data_dir: Path, tmp_path: Path) -> None:
     seed(data_dir, 400)
@@ -174,15 +187,7 @@ def test_killing_a_build_at_any_moment_leaves_a_usable_index(data_dir: Path, tmp
     good = set(search_ids(mgr, "postgres"))
     script = tmp_path / "build.py"
     script.write_text(BUILD)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for delay in (0.05, 0.3, 0.8, 1.5):
-        proc = subprocess.Popen([sys.executable, str(script), str(data_dir), str(mgr.index_dir)], env=env)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        fresh = manager(data_dir)
-        assert fresh.read_meta() is not None, f"unusable index after kill at {delay}s"
-        assert set(search_ids(fresh, "postgres")) == good
+    kill_builds(data_dir, mgr.index_dir, [sys.executable, str(script)], (0.05, 0.3, 0.8, 1.5), good)
     assert manager(data_dir).build().mode in ("up-to-date", "incremental", "full")
 
 
@@ -445,14 +450,7 @@ def test_builds_with_embedding_workers_killed_or_racing_never_publish_a_wrong_ge
     script = tmp_path / "build.py"
     script.write_text(BUILD_WITH_WORKER)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for delay in (0.3, 0.8, 1.5):
-        proc = subprocess.Popen([sys.executable, "-P", str(script), str(data_dir), str(mgr.index_dir)], env=env)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        fresh = manager(data_dir)
-        assert fresh.read_meta() is not None, f"unusable index after kill at {delay}s"
-        assert set(search_ids(fresh, "postgres")) == good
+    kill_builds(data_dir, mgr.index_dir, [sys.executable, "-P", str(script)], (0.3, 0.8, 1.5), good)
     procs = [subprocess.Popen([sys.executable, "-P", str(script), str(data_dir), str(mgr.index_dir)], env=env) for _ in range(3)]
     assert [p.wait(timeout=180) for p in procs] == [0, 0, 0]
     final = manager(data_dir)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -38,11 +37,8 @@ ON_TOPIC = {
 
 
 @pytest.fixture
-def demo(data_dir: Path) -> Locations:
-    shutil.copytree(PROJECT_ROOT / "data", data_dir)
-    locations = resolve_locations(data_dir)
-    IndexManager(locations).build()
-    return locations
+def demo(demo_indexed: Locations) -> Locations:
+    return demo_indexed
 
 
 @pytest.fixture
