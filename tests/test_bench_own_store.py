@@ -154,3 +154,20 @@ def test_the_queries_are_spread_over_the_titles_and_the_same_on_every_run() -> N
     assert picked == sample_queries(list(reversed(titles))) and len(picked) == 5
     assert all(len(q.split()) == 8 for q in picked) and len(set(picked)) == 5
     assert sample_queries(["one two three", "one two three", "x y"]) == ["one two three"]
+
+
+def test_lore_bench_as_a_user_runs_it_a_process_of_its_own(indexed: Path) -> None:
+    """`lore bench --json` as a process (python -P, from another directory): the same figures, the store untouched."""
+    import subprocess
+    import sys
+
+    before = tree(*user_dirs())
+    scratch = Path(tempfile.mkdtemp(prefix="lb-"))  # a short path: the helper's socket may lie in there
+    done = subprocess.run([sys.executable, "-P", "-m", "lore", "bench", "--runs", "1", "--json"], cwd=scratch,
+                          capture_output=True, timeout=600, env={**os.environ, "TMPDIR": str(scratch)})  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    got = orjson.loads(done.stdout)
+    assert set(got) == KEYS and got["records"] == 23 and got["timings"][HOOK_COLD]["failures"] == 0
+    assert tree(*user_dirs()) == before
+    assert list(scratch.iterdir()) == []  # its temporary copy is gone
+    scratch.rmdir()
