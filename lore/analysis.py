@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 # Runs of word characters joined by the punctuation of code: dotted names, paths,
@@ -145,3 +146,23 @@ def one_edit_away(term: str) -> set[str]:
     replaces = {a + c + b[1:] for a, b in splits if b for c in _EDIT_ALPHABET}
     inserts = {a + c + b for a, b in splits for c in _EDIT_ALPHABET}
     return (deletes | transposes | replaces | inserts) - {term}
+
+
+# Sentence ends and line breaks: where a record's body divides into passages (the context
+# block's snippets cut at the same places).
+SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+MIN_PASSAGE_WORDS = 3
+MAX_PASSAGES = 8
+
+
+def passages(title: str, content: str, limit: int = MAX_PASSAGES) -> list[str]:
+    """The record's title, then its body's first ``limit`` sentences of at least three words.
+
+    What the injection decision compares a prompt with, one passage at a time: a prompt
+    that paraphrases a memory is close to its title or to one of its sentences, while the
+    whole record's vector is diluted by the rest of its text.
+    """
+    title = " ".join(title.split())
+    body = content[len(title):] if title and content.startswith(title) else content
+    sentences = (" ".join(s.split()) for s in SENTENCE.split(body) if len(s.split()) >= MIN_PASSAGE_WORDS)
+    return ([title] if title else []) + list(islice(sentences, limit))

@@ -89,7 +89,7 @@ def _item_text(hit: Candidate) -> str:
     return defang(one_line(strip_control(hit.summary or hit.title)))
 
 
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_SENTENCE = analysis.SENTENCE
 
 
 def snippet(hit: Candidate, query_terms: set[str], term_idf: dict[str, float], limit: int = ITEM_TEXT_CHARS) -> str:
@@ -136,12 +136,27 @@ def _near_identical(a: str, b: str) -> bool:
 def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[str, ...] = (),
            null: inject.NullEvidence = inject.DEFAULT_NULL, max_items: int = 5,
            settings: inject.InjectSettings | None = None, asked: bool = False) -> inject.Decision:  # fmt: skip
-    """The injection decision over the response's first ``max_items`` hits (``lore.rank.inject``)."""
+    """The injection decision over the response's first ``max_items`` hits (``lore.rank.inject``).
+
+    Where someone asked, a young store's search (``inject.YOUNG_STORE_RECORDS``) is
+    answered unless its evidence-gap verdict says it holds nothing: over a few records
+    the gate's idf evidence is noise (a one-record store's decision "Use Postgres for
+    sessions" scored a gate of 0.005 for "where do sessions live?"). The hook, which
+    nobody asked, keeps the gate.
+    """
     vectors = "vector" in response.channels_used
-    hits = [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None)
+    hits = [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None,
+                       h.passage_cosine)
             for h in response.hits[:max_items]]  # fmt: skip
-    return inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, null=null,
-                         settings=settings, asked=asked)  # fmt: skip
+    decision = inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, null=null,
+                             settings=settings, asked=asked)  # fmt: skip
+    young = 0 < response.records < inject.YOUNG_STORE_RECORDS
+    if asked and young and not decision.inject and decision.judged and not response.evidence_gap:
+        chosen = tuple(j.id for j in decision.judged if j.id not in seen)
+        if chosen:
+            return decision._replace(inject=True, chosen=chosen,
+                                     reason=f"a young store ({response.records} records): no evidence gap")  # fmt: skip
+    return decision
 
 
 def _meta(item: ContextItem, fmt: str) -> str:

@@ -9,11 +9,12 @@ from benchmarks import stream
 from benchmarks.stream import Observed, Outcome, Turn
 
 
-def test_the_stream_holds_48_sessions_of_10_prompts_split_by_session() -> None:
+def test_the_stream_holds_64_sessions_of_10_prompts_split_by_session() -> None:
     turns = stream.load_turns()
-    assert len(turns) == 480
+    assert len(turns) == 640
     sessions = Counter(t.session for t in turns)
-    assert len(sessions) == 48 and set(sessions.values()) == {10}
+    assert len(sessions) == 64 and set(sessions.values()) == {10}
+    assert Counter(t.split for t in turns) == {"dev": 320, "test": 320}
     assert {t.store for t in turns} == {"demo", "git"}
     for session in sessions:  # a session is wholly dev or wholly test, its project one
         assert len({(t.split, t.project) for t in turns if t.session == session}) == 1

@@ -25,7 +25,7 @@ from lore.index.cold import ColdReader
 from lore.index.manager import IndexManager, IndexReader
 from lore.paths import Locations
 from lore.rank import cold
-from lore.rank.pipeline import CHANNELS, run
+from lore.rank.pipeline import CHANNELS, PASSAGE_HITS, run
 from tests.conftest import resolve_locations
 from tests.test_cold_hook import EXTRA, NOW, delta_store, demo_questions  # noqa: F401  (a fixture)
 from tests.test_embedder_pure import AWKWARD, repository_texts
@@ -166,6 +166,13 @@ def assert_warm_cosines(locations: Locations, queries: list[str]) -> int:
             elif hit.id in warm_cosines:
                 assert hit.channel_scores.get("vector", 0.0) == pytest.approx(warm_cosines[hit.id], abs=1e-6), (query, hit.id)
                 compared += 1
+        # The injection decision's passage evidence: the same in both, for the hits it reads.
+        warm_passages = {h.id: h.passage_cosine for h in warm.hits[:PASSAGE_HITS]}
+        for hit in reranked.hits[:PASSAGE_HITS]:
+            assert hit.passage_cosine is not None, (query, hit.id)
+            if hit.id in warm_passages:
+                assert hit.passage_cosine == pytest.approx(warm_passages[hit.id], abs=1e-5), (query, hit.id)
+        assert all(h.passage_cosine is None for h in (*reranked.hits[PASSAGE_HITS:], *plain.hits))
     return compared
 
 
@@ -205,7 +212,8 @@ response = cold.lexical_run(reader, sys.argv[2], cold.hook_options(None, 2e9, ch
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"numpy", "tokenizers", "model2vec"})
 avoidable = sorted(m for m in ("hashlib", "statistics", "tempfile", "lore.index.delta", "lore.index.build")
                    if m in sys.modules)
-print(json.dumps({"cosines": [h.channel_scores.get("vector") for h in response.hits], "heavy": heavy + avoidable}))
+print(json.dumps({"cosines": [h.channel_scores.get("vector") for h in response.hits],
+                  "passages": [h.passage_cosine for h in response.hits], "heavy": heavy + avoidable}))
 """
 
 
@@ -216,6 +224,7 @@ def test_the_cosines_need_neither_numpy_nor_tokenizers(delta_store: Locations) -
                               capture_output=True, timeout=120, check=True)  # fmt: skip
         result = orjson.loads(done.stdout)
         assert result["heavy"] == [] and result["cosines"] and all(c is not None and c > 0 for c in result["cosines"][:3])
+        assert all(c is not None and c > 0 for c in result["passages"][:3])
 
 
 def test_a_build_writes_the_token_cache(delta_store: Locations) -> None:  # noqa: F811

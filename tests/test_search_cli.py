@@ -95,7 +95,7 @@ RESULT_KEYS = {"id", "type", "title", "content", "project", "timestamp", "status
 COMPONENT_KEYS = {"relevance", "fused", "ranks", "contributions", "channel_scores", "factors"}
 GAP_KEYS = {"evidence_gap", "z_score", "top_relevance", "top_cosine", "term_coverage", "channels_agreeing", "reason",
             "idf_coverage", "lexical_z"}  # fmt: skip
-TIMING_KEYS = {"bm25", "encode", "vectors", "fusion", "stages", "gap", "mmr", "total", "open_index", "wall"}
+TIMING_KEYS = {"bm25", "encode", "vectors", "fusion", "stages", "gap", "mmr", "passages", "total", "open_index", "wall"}
 # Present in the output but not (yet) in docs/search.md's example.
 UNDOCUMENTED_GAP_KEYS = {"unknown_share"}
 UNDOCUMENTED_TIMING_KEYS = {"filter"}  # and "graph", only when the graph channel has a weight

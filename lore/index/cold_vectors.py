@@ -48,6 +48,7 @@ _MAGIC = b"LORETOK1"
 _SLOT = struct.Struct("<III")  # the key's crc32, (blob offset << 8) | byte length (0: empty), the value
 _FLOAT16 = {"F16": ("e", 2), "F32": ("f", 4), "F64": ("d", 8)}
 _INTEGER = {"I32": ("i", 4), "I64": ("q", 8)}
+ROW_CACHE = 4096  # token rows an encoder keeps (~2 KB each): a prompt and its hits' passages use a few hundred
 FEEDBACK_ROWS = 5  # BM25's best rows whose mean vector ``pipeline.run`` adds to the query's (``vector_feedback``)
 
 
@@ -250,6 +251,7 @@ class QueryVector:
         self.bpe = tokens.bpe
         self.median = tokens.median
         self.unk_id = self.bpe.vocab.get(self.bpe.unk) if self.bpe.unk else None
+        self._rows: dict[int, Sequence[float]] = {}
 
     def token_ids(self, text: str) -> list[int] | None:
         """``QueryEncoder.token_ids([text])[0]``; None for a text ``PureBpe`` leaves to ``tokenizers``."""
@@ -258,27 +260,29 @@ class QueryVector:
             text = text[: self.max_length * self.median]
         return self.bpe.token_ids(text, self.max_length)
 
+    def token_row(self, token: int) -> Sequence[float]:
+        """A token's (weighted) embedding row, read once per encoder: passages of a prompt's hits share many."""
+        row = self._rows.get(token)
+        if row is None:
+            index = int(self.mapping.value(token)) if self.mapping is not None else token
+            row = self.embedding.row(index)
+            if self.weights is not None:
+                row = tuple(map(self.weights.value(token).__mul__, row))
+            if len(self._rows) >= ROW_CACHE:  # a long-lived reader (a bench) would keep the whole vocabulary
+                self._rows.clear()
+            self._rows[token] = row
+        return row
+
     def encode(self, text: str) -> list[float] | None:
         """The text's unit vector (all zeros when every token is unknown); None when not computable here."""
         ids = self.token_ids(text)
         if ids is None:
             return None
-        total = [0.0] * self.dim
-        count = 0
-        for token in ids:
-            if token == self.unk_id:
-                continue
-            index = int(self.mapping.value(token)) if self.mapping is not None else token
-            row = self.embedding.row(index)
-            if self.weights is not None:
-                weight = self.weights.value(token)
-                row = tuple(value * weight for value in row)
-            total = list(map(float.__add__, total, row))
-            count += 1
-        if not count:
-            return total
-        mean = [value / count for value in total]
-        return unit(mean)
+        rows = [self.token_row(token) for token in ids if token != self.unk_id]
+        if not rows:
+            return [0.0] * self.dim
+        # Column sums of the rows in C (``zip``/``sum``): a running total per token costs twice as much.
+        return unit([total / len(rows) for total in map(sum, zip(*rows, strict=True))])
 
 
 def unit(vector: Sequence[float]) -> list[float]:

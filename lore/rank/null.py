@@ -2,7 +2,7 @@
 
 Measured once per index generation by the warm helper, after it has warmed up and
 before it serves (80 searches: about 0.8 s at 10,000 records, which no build and no
-prompt waits for), and kept beside the index as ``null-evidence.json``; the injection
+prompt waits for), and kept beside the index as ``null-evidence-2.json``; the injection
 decision (``lore.rank.inject``) reads it to put a hit's evidence on the store's own
 scale. Until then (a generation no helper has loaded yet) it uses
 ``inject.DEFAULT_NULL``. The file is derived and disposable like the rest of the index.
@@ -17,7 +17,9 @@ from typing import Any
 
 from lore.rank import inject
 
-FILE = "null-evidence.json"
+# Named for the evidence it holds: a generation measured by a lore whose evidence differed
+# (before "passage") is measured again rather than read on the wrong scale.
+FILE = "null-evidence-2.json"
 
 
 def load(directory: Path | None) -> inject.NullEvidence:
@@ -32,7 +34,7 @@ def load(directory: Path | None) -> inject.NullEvidence:
 
 # Below this many records a store's null says little (most null prompts match no word of it,
 # so its spread is near 0 and any match looks extreme): such a store keeps the default.
-MIN_RECORDS = 100
+MIN_RECORDS = inject.YOUNG_STORE_RECORDS
 
 
 def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
@@ -60,7 +62,7 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
                 continue
             top = response.hits[0]
             cosine = top.channel_scores.get("vector", 0.0) if "vector" in response.channels_used else None
-            raw = inject.raw_evidence(terms, response.term_idf, top.title, top.content, cosine)
+            raw = inject.raw_evidence(terms, response.term_idf, top.title, top.content, cosine, top.passage_cosine)
             for name, value in raw.items():
                 parts[part].setdefault(name, []).append(value)
 

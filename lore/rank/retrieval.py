@@ -80,6 +80,10 @@ class Retrieval:
         """The vector and HyDE channels, for the ``active`` ones the reader can serve; the time of the last lap."""
         return t
 
+    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
+        """For each hit's passages, the best cosine to the query's own vector (None: no vectors here)."""
+        return [None] * len(texts)
+
     def graph(self, allowed: Sequence[bool] | None) -> None:
         """The graph channel: the records the BM25 and vector seeds' edges reach, by relation weight."""
         table, opts = self.reader.table, self.opts
@@ -187,6 +191,27 @@ class Dense(Retrieval):
         return lap("vectors", t)
 
 
+    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
+        import numpy as np
+
+        flat = [text for passages in texts for text in passages]
+        if self.encode is None or self.query_vector is None or not flat or not np.any(self.query_vector):
+            return super().passage_cosines(texts)
+        try:
+            encoded = np.asarray(self.encode(flat), dtype=np.float32)
+        except ModelError:
+            return super().passage_cosines(texts)
+        query = np.asarray(self.query_vector, dtype=np.float32)
+        norms = np.linalg.norm(encoded, axis=1) * float(np.linalg.norm(query))
+        cosines = np.divide(encoded @ query, norms, out=np.zeros(len(flat), dtype=np.float32), where=norms > 0)
+        out: list[float | None] = []
+        start = 0
+        for passages in texts:
+            out.append(float(cosines[start : start + len(passages)].max()) if passages else None)
+            start += len(passages)
+        return out
+
+
 class _Sparse(dict[int, float]):
     """Scores of the rows a channel matched; every other row scores 0 (as in the channel's dense array)."""
 
@@ -257,6 +282,22 @@ class Sparse(Retrieval):
         self.rankings["vector"] = [ids[row] for row in ranked]
         self.scores["vector"] = {ids[row]: cosines[row] for row in ranked}
         return lap("vectors", t)
+
+
+    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
+        """``Dense.passage_cosines`` in pure Python: each passage encoded as the query is (``cold_vectors``)."""
+        if self.query_vector is None:
+            return super().passage_cosines(texts)
+        from lore.index.cold_vectors import cosine, for_reader
+
+        cold = for_reader(self.reader)
+        if cold is None:
+            return super().passage_cosines(texts)
+        out: list[float | None] = []
+        for passages in texts:
+            found = [cosine(vector, self.query_vector) for text in passages if (vector := cold.encoder.encode(text))]
+            out.append(max(found) if found else None)
+        return out
 
 
 def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:

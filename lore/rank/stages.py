@@ -66,6 +66,10 @@ class Candidate:
     max_similarity: float | None = None
     # Share of the query's idf mass the record contains (None: no lexical channel or no terms).
     coverage: float | None = None
+    # The best cosine between the query's own vector and the record's title or one of its
+    # sentences (``analysis.passages``), for the hits the injection decision reads
+    # (``pipeline.PASSAGE_HITS``); None without vectors. A paraphrase is close to one passage.
+    passage_cosine: float | None = None
     # The record's text, filled in for the hits a search returns (``lore.search.search``):
     # renderers read these, never the index.
     title: str = ""
