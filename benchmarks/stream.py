@@ -1,8 +1,8 @@
-"""The prompt stream: 320 prompts replayed as 32 coding sessions, measured as the agent sees them.
+"""The prompt stream: 640 prompts replayed as 64 coding sessions, measured as the agent sees them.
 
 The agent never sees a ranking: it sees the prompt hook's block, on every prompt.
-This section replays ``data/prompt_stream.jsonl`` (16 sessions over the demo store,
-16 over the 8,000-memory git store; tasks, follow-ups, chit-chat, other stacks,
+This section replays ``data/prompt_stream.jsonl`` (32 sessions over the demo store,
+32 over the 8,000-memory git store; tasks, follow-ups, chit-chat, other stacks,
 near misses and about a third of prompts that a stored memory helps) through the
 hook's own steps, session by session with the session's project, and measures
 what reaches the agent:
