@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import socket
 import subprocess
@@ -327,8 +328,9 @@ def test_the_view_follows_the_files(initialised: Path) -> None:
 def test_lore_ui_prints_its_url_first_and_serves_until_interrupted(initialised: Path, tmp_path: Path) -> None:
     import signal
 
+    # PYTHONFAULTHANDLER: if it ever fails to stop, SIGABRT below makes it print every thread's stack.
     process = subprocess.Popen([sys.executable, "-m", "lore", "--data-dir", str(initialised), "--index-dir",
-                                str(tmp_path / "index"), "ui"],
+                                str(tmp_path / "index"), "ui"], env={**os.environ, "PYTHONFAULTHANDLER": "1"},
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert process.stdout is not None
@@ -341,7 +343,13 @@ def test_lore_ui_prints_its_url_first_and_serves_until_interrupted(initialised: 
         assert ui.get("/", token=None)[0] == 403
         assert ui.get("/", method="POST")[0] == 405
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # seen twice in full runs on a loaded machine, never alone: say where it hangs
+            process.send_signal(signal.SIGABRT)
+            process.wait(timeout=30)
+            raise AssertionError("lore ui did not stop on SIGINT:\n" + (process.stderr.read() if process.stderr else "")) from None
+        assert process.returncode == 0
         assert "stopped" in process.stderr.read() if process.stderr else False
     finally:
         if process.poll() is None:
