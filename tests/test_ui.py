@@ -345,7 +345,7 @@ def test_lore_ui_prints_its_url_first_and_serves_until_interrupted(initialised: 
         process.send_signal(signal.SIGINT)
         try:
             process.wait(timeout=60)
-        except subprocess.TimeoutExpired:  # seen twice in full runs on a loaded machine, never alone: say where it hangs
+        except subprocess.TimeoutExpired:  # seen in full runs on a loaded machine, never alone: say where it hangs
             process.send_signal(signal.SIGABRT)
             process.wait(timeout=30)
             raise AssertionError("lore ui did not stop on SIGINT:\n" + (process.stderr.read() if process.stderr else "")) from None
