@@ -190,7 +190,6 @@ class Dense(Retrieval):
             self.scores[channel] = {table.ids[row]: score for row, score in top}
         return lap("vectors", t)
 
-
     def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
         import numpy as np
 
@@ -282,7 +281,6 @@ class Sparse(Retrieval):
         self.rankings["vector"] = [ids[row] for row in ranked]
         self.scores["vector"] = {ids[row]: cosines[row] for row in ranked}
         return lap("vectors", t)
-
 
     def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
         """``Dense.passage_cosines`` in pure Python: each passage encoded as the query is (``cold_vectors``)."""
