@@ -439,6 +439,24 @@ def stream_tables(result: dict[str, Any]) -> list[Table]:
         for split, paths in margins.items():
             table.add_row(split, *(f"{paths[p]['diff']:+.3f} [{paths[p]['lo']:+.3f}, {paths[p]['hi']:+.3f}]" for p in ("warm", "cold")))
         tables.append(table)
+    single = result.get("single_evidence") or {}
+    if single:
+        table = Table(title="Prompt stream: each gate input alone, its threshold chosen on dev (within 5 hit points of "
+                            "injecting always), read on test")  # fmt: skip
+        for column in ("path", "gate input", "z from", "dev left empty", "dev hit", "test left empty", "test hit",
+                       "test chars/prompt"):  # fmt: skip
+            table.add_column(column, justify="left" if column in ("path", "gate input") else "right")
+        for path, entry in single.items():
+            for name, row in entry["rows"].items():
+                threshold = "" if row["threshold"] is None else _f(row["threshold"], 2)
+                label = {"log_terms": "prompt length", "shipped": "shipped (fitted)"}.get(name, name.removeprefix("top_"))
+                table.add_row(path, label, threshold, _f(row["dev"]["left_empty"]), _f(row["dev"]["hit"]),
+                              _f(row["test"]["left_empty"]), _f(row["test"]["hit"]), _f(row["test"]["chars_per_prompt"], 0))  # fmt: skip
+        table.caption = ("injecting always: " + "; ".join(f"{p} hit dev {_f(e['always']['dev'])}, test {_f(e['always']['test'])}"
+                                                           for p, e in single.items())
+                         + ". Each evidence is the first hit's, as a z-score against the store's null; prompt length: "
+                         "log(1 + its terms); shipped: the fitted combination (its dev row in sample)")  # fmt: skip
+        tables.append(table)
     curve = Table(title="Prompt stream, test split: unanswerable prompts left empty against hit rate, as the gate moves")
     for column in ("gate", "warm hit", "warm left empty", "cold hit", "cold left empty"):
         curve.add_column(column, justify="right")

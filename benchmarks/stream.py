@@ -243,6 +243,69 @@ def margins(stores: StreamStores) -> dict[str, Any]:
     return out
 
 
+# The single-evidence baselines' thresholds, on the z-score scale (the null's means and spreads):
+# every quarter from -2 to 8 (``inject.Z_RANGE`` holds z within [-4, 8]).
+SINGLE_STEPS = tuple(-2.0 + step / 4 for step in range(41))
+MAX_HIT_DROP = 0.05  # the issue's bound: at most 5 hit points under injecting always
+
+
+def single_evidence(base: Any, name: str, path: str, threshold: float) -> Any:
+    """``base`` with a gate that reads one input alone (``top_coverage``, ``log_terms``...), open at z >= ``threshold``."""
+    import math
+
+    from lore.rank import inject
+
+    lexical = path == "cold_lexical"
+    names = inject.gate_features(not lexical)
+    weights = tuple(1.0 if n == name else 0.0 for n in names)
+    gate = 1.0 / (1.0 + math.exp(-threshold))  # the gate is logistic(1.0 * value): open when value >= threshold
+    if lexical:
+        return base._replace(cold_gate=weights, cold_gate_threshold=gate, cold_item_threshold=0.0)
+    return base._replace(warm_gate=weights, warm_gate_threshold=gate, warm_item_threshold=0.0)
+
+
+def single_evidence_baselines(stores: StreamStores) -> dict[str, Any]:
+    """Each of the gate's inputs alone as the gate, its threshold chosen on dev by the shipped rule, read on test.
+
+    The rule is ``scripts/fit_injection.py``'s: the most unanswerable dev prompts left
+    empty with the hit rate within 5 points of injecting always (the thresholds tried
+    in ascending order, up to the first that falls further). The inputs are the
+    first hit's evidence as z-scores against the store's null (one scale for both
+    stores; ``top_coverage`` is the issue's "share of the prompt's idf the top record
+    covers"), and the prompt's length. The combination shipped is beside them.
+    """
+    from lore.rank import inject
+
+    base = inject.DEFAULT_SETTINGS
+    dev, test = split_of(stores, "dev"), split_of(stores, "test")
+    out: dict[str, Any] = {}
+    for path in (*PATHS, "cold_lexical"):
+        evidence = inject.LEXICAL_EVIDENCE if path == "cold_lexical" else inject.WARM_EVIDENCE
+        always = {name: measures(replay(observed, path, "always"))["hit"] for name, observed in (("dev", dev), ("test", test))}
+        rows: dict[str, Any] = {}
+        for name in ("log_terms", *(f"top_{e}" for e in evidence)):
+            best = None
+            for threshold in SINGLE_STEPS:
+                figures = measures(replay(dev, path, "lore", single_evidence(base, name, path, threshold)))
+                if figures["hit"] + 1e-9 < always["dev"] - MAX_HIT_DROP:
+                    break  # a higher threshold only refuses more (and halves the section's time)
+                if best is None or figures["left_empty"] > best[1]["left_empty"]:
+                    best = (threshold, figures)
+            if best is None:
+                continue
+            threshold, figures = best
+            on_test = measures(replay(test, path, "lore", single_evidence(base, name, path, threshold)))
+            rows[name] = {"threshold": threshold, "dev": _brief(figures), "test": _brief(on_test)}
+        rows["shipped"] = {"threshold": None, **{split: _brief(measures(replay(observed, path, "lore")))
+                                                 for split, observed in (("dev", dev), ("test", test))}}  # fmt: skip
+        out[path] = {"always": always, "rows": rows}
+    return out
+
+
+def _brief(figures: dict[str, Any]) -> dict[str, Any]:
+    return {k: figures[k] for k in ("hit", "left_empty", "chars_per_prompt")}
+
+
 def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = False) -> dict[str, Any]:
     """Every policy on both paths and both splits, per store and together, and the test split's curve.
 
@@ -263,4 +326,5 @@ def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = 
     out["margins"] = margins(stores)
     out["curve"] = {path: curve(stores, path, "test") for path in PATHS}
     out["curve_dev"] = {path: curve(stores, path, "dev") for path in PATHS}
+    out["single_evidence"] = single_evidence_baselines(stores)
     return out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from benchmarks import stream
 from benchmarks.stream import Observed, Outcome, Turn
+from lore.rank import inject
 
 
 def test_the_stream_holds_64_sessions_of_10_prompts_split_by_session() -> None:
@@ -59,6 +60,22 @@ def test_a_quick_run_replays_the_demo_sessions_through_the_hooks_own_steps(tmp_p
         repeats = [i for i in item.injected if i in earlier]
         assert repeats in ([], list(item.injected[:1]))
         earlier.update(item.injected)
+    # A single-input baseline's gate opens exactly where that input reaches its threshold.
+    from lore.context import decide
+
+    for seen in observed:
+        if seen.warm is None or not seen.warm.hits:
+            continue
+        for threshold in (-1.0, 0.5, 2.0):
+            settings = stream.single_evidence(inject.DEFAULT_SETTINGS, "top_cosine", "warm", threshold)
+            decision = decide(seen.warm, project=seen.turn.project, null=seen.null, settings=settings)
+            assert decision.inject == (decision.gate_inputs["top_cosine"] >= threshold) or decision.reason.startswith("only")
+    baselines = stream.single_evidence_baselines(stores)
+    for path in (*stream.PATHS, "cold_lexical"):
+        rows = baselines[path]["rows"]
+        assert "shipped" in rows and "log_terms" in rows
+        for name, row in rows.items():  # each input's dev operating point keeps the hit within 5 points
+            assert name == "shipped" or row["dev"]["hit"] + 1e-9 >= baselines[path]["always"]["dev"] - stream.MAX_HIT_DROP
 
 
 def test_the_hit_margin_pairs_each_prompt_of_one_policy_with_the_others() -> None:
