@@ -415,7 +415,8 @@ def stream_tables(result: dict[str, Any]) -> list[Table]:
     """The prompt stream: what reaches the agent per policy and path, and the test split's trade-off curve."""
     tables = []
     for split in ("test", "dev"):
-        scope = "16 sessions, the demo store (--quick)" if result.get("quick") else "32 sessions, two stores"
+        sessions = (result.get("sessions") or {}).get(split, "?")
+        scope = f"{sessions} sessions, " + ("the demo store (--quick)" if result.get("quick") else "two stores")
         table = Table(title=f"Prompt stream, {split} split ({result['prompts']} prompts in all, {scope}): "
                             "what the hook hands the agent")  # fmt: skip
         for column in ("path", "policy", "store", "hit", "hit strict", "unanswerable left empty", "precision",

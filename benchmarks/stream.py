@@ -1,8 +1,8 @@
-"""The prompt stream: 640 prompts replayed as 64 coding sessions, measured as the agent sees them.
+"""The prompt stream: 800 prompts replayed as 80 coding sessions, measured as the agent sees them.
 
 The agent never sees a ranking: it sees the prompt hook's block, on every prompt.
-This section replays ``data/prompt_stream.jsonl`` (32 sessions over the demo store,
-32 over the 8,000-memory git store; tasks, follow-ups, chit-chat, other stacks,
+This section replays ``data/prompt_stream.jsonl`` (40 sessions over the demo store,
+40 over the 8,000-memory git store; tasks, follow-ups, chit-chat, other stacks,
 near misses and about a third of prompts that a stored memory helps) through the
 hook's own steps, session by session with the session's project, and measures
 what reaches the agent:
@@ -313,7 +313,9 @@ def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = 
     """
     turns = [t for t in load_turns() if t.store == "demo"] if quick else None
     stores = observe(shared, work, progress, turns)
-    out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}, "quick": quick}
+    out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}, "quick": quick,
+                           "sessions": {split: len({o.turn.session for o in split_of(stores, split)}) for split in ("dev", "test")},
+                           "stores": sorted(stores.observed)}  # fmt: skip
     for split in ("dev", "test"):
         table: dict[str, Any] = {}
         for path in (*PATHS, "cold_lexical"):

@@ -10,12 +10,12 @@ from benchmarks.stream import Observed, Outcome, Turn
 from lore.rank import inject
 
 
-def test_the_stream_holds_64_sessions_of_10_prompts_split_by_session() -> None:
+def test_the_stream_holds_80_sessions_of_10_prompts_split_by_session() -> None:
     turns = stream.load_turns()
-    assert len(turns) == 640
+    assert len(turns) == 800
     sessions = Counter(t.session for t in turns)
-    assert len(sessions) == 64 and set(sessions.values()) == {10}
-    assert Counter(t.split for t in turns) == {"dev": 320, "test": 320}
+    assert len(sessions) == 80 and set(sessions.values()) == {10}
+    assert Counter(t.split for t in turns) == {"dev": 400, "test": 400}
     assert {t.store for t in turns} == {"demo", "git"}
     for session in sessions:  # a session is wholly dev or wholly test, its project one
         assert len({(t.split, t.project) for t in turns if t.session == session}) == 1
