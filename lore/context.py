@@ -89,9 +89,6 @@ def _item_text(hit: Candidate) -> str:
     return defang(one_line(strip_control(hit.summary or hit.title)))
 
 
-_SENTENCE = analysis.SENTENCE
-
-
 def snippet(hit: Candidate, query_terms: set[str], term_idf: dict[str, float], limit: int = ITEM_TEXT_CHARS) -> str:
     """The title, then the body's sentences that hold the query's rarest words, within ``limit``.
 
@@ -108,7 +105,7 @@ def snippet(hit: Candidate, query_terms: set[str], term_idf: dict[str, float], l
         return defang(shorten(title, limit) or title[:limit])
     title_terms = set(analysis.terms(title))
     scored = []
-    for position, sentence in enumerate(s for s in _SENTENCE.split(body) if s.strip()):
+    for position, sentence in enumerate(s for s in analysis.SENTENCE.split(body) if s.strip()):
         terms = set(analysis.terms(sentence)) & query_terms
         gain = sum(term_idf.get(t, 0.0) for t in terms - title_terms)
         if gain > 0:
