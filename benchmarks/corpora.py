@@ -224,3 +224,75 @@ def machine_info() -> dict[str, Any]:
         "embedding_model": model_spec(lore_settings().embed_model),
         "embedding_model_identity": model_identity(lore_settings().embed_model),
     }
+
+
+# -- CPython's changelog (Debian's python3.11 package ships it): a third store of real text ---------
+PYTHON_NEWS = Path("/usr/share/doc/python3.11/NEWS.gz")
+_NEWS_VERSION = re.compile(r"^What's New in Python (\S+)")
+_NEWS_DATE = re.compile(r"^\*Release date: (\d{4}-\d{2}-\d{2})\*")
+_NEWS_ENTRY = re.compile(r"^- (?:(gh-issue|bpo)-(\d+): )?(.*)")
+_RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]])\.\s+(?=[A-Z])")
+
+
+def _plain(text: str) -> str:
+    """An entry's reStructuredText as a person would paste it: roles and literals unwrapped."""
+    text = _RST_ROLE.sub(r"\1", text)
+    return " ".join(text.replace("``", "`").split())
+
+
+def python_news(path: Path = PYTHON_NEWS, count: int = 3000) -> list[dict[str, Any]]:
+    """The newest ``count`` entries of CPython's NEWS file as decisions (project ``cpython``).
+
+    The title is the entry's first sentence, the rationale the rest; tags are the section
+    (``Library``, ``Core and Builtins``) and the release. Ids hash the entry's issue and text.
+    """
+    import gzip
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: install Debian's python3.11 package (apt-get install python3.11)")
+    version, date, section = "", "", ""
+    raws: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as news:
+        lines = news.read().splitlines()
+    entry: list[str] = []
+
+    def flush() -> None:
+        if not entry or not date:
+            entry.clear()
+            return
+        match = _NEWS_ENTRY.match(entry[0])
+        body = _plain(" ".join([match.group(3) if match else entry[0], *entry[1:]]))
+        entry.clear()
+        issue = f"{match.group(1)}-{match.group(2)}" if match and match.group(1) else ""
+        parts = _SENTENCE_END.split(body, maxsplit=1)
+        title = parts[0].rstrip(".")
+        rationale = parts[1] if len(parts) > 1 else ""
+        record_id = "dec-" + hashlib.sha1(f"{issue}|{body}".encode()).hexdigest()[:8]
+        if record_id in seen or len(title) < 8:
+            return
+        seen.add(record_id)
+        tags = [t for t in (section.lower().replace(" ", "-"), f"python-{version}", issue) if t]
+        raws.append(decision_raw(record_id, f"{date}T12:00:00Z", title, rationale, tags=tags, project="cpython"))
+
+    for index, line in enumerate(lines):
+        if (m := _NEWS_VERSION.match(line)) is not None:
+            flush()
+            version = m.group(1).rstrip("?")
+        elif (m := _NEWS_DATE.match(line)) is not None:
+            date = m.group(1)
+        elif index + 1 < len(lines) and lines[index + 1].startswith("---") and line.strip() and not line.startswith(" "):
+            flush()
+            section = line.strip()
+        elif line.startswith("- "):
+            flush()
+            entry.append(line)
+        elif entry and line.startswith("  ") and line.strip():
+            entry.append(line.strip())
+        elif not line.strip():
+            flush()
+        if len(raws) >= count:
+            break
+    flush()
+    return raws[:count]
