@@ -54,6 +54,10 @@ class Turn:
     kind: str
     relevant: tuple[str, ...]
     split: str
+    # Who wrote it: ``original`` (the stream the first decisions were fitted on, data/prompt_stream.jsonl)
+    # or one of the independent author groups of data/streams/ (docs/evaluation.md, "Author groups").
+    author: str = "original"
+    style: str = ""
 
 
 @dataclass
@@ -72,9 +76,15 @@ class Observed:
 @dataclass
 class Outcome:
     turn: Turn
-    injected: tuple[str, ...]
+    injected: tuple[str, ...]  # full items and pointers
     chars: int
-    in_context: bool = False  # a relevant record was injected earlier in the session
+    in_context: bool = False  # a relevant record was handed earlier in the session (full or pointer)
+    pointers: tuple[str, ...] = ()  # the part of ``injected`` handed as titles only
+    in_context_full: bool = False  # a relevant record was handed in full earlier in the session
+
+    @property
+    def full(self) -> tuple[str, ...]:
+        return tuple(i for i in self.injected if i not in self.pointers)
 
 
 @dataclass
@@ -82,10 +92,27 @@ class StreamStores:
     observed: dict[str, list[Observed]] = field(default_factory=dict)
 
 
+STREAMS_DIR = "streams"  # the independent author groups, one file each (data/streams/GROUP.jsonl)
+
+
 def load_turns(path: Path | None = None) -> list[Turn]:
+    """The original stream's turns (or ``path``'s): the group every earlier decision was fitted on."""
     rows = sets.read_jsonl(path or sets.data_file(STREAM_FILE))
     return [Turn(r["store"], r["session"], int(r["turn"]), r["project"], r["prompt"], r["kind"], tuple(r["relevant"]),
-                 r["split"]) for r in rows]  # fmt: skip
+                 r.get("split", "test"), r.get("author", "original"), r.get("style", ""))
+            for r in rows]  # fmt: skip
+
+
+def load_groups() -> list[Turn]:
+    """Every author group's turns: the original stream, then data/streams/*.jsonl in name order."""
+    turns = load_turns()
+    for path in sorted((sets.DATA / STREAMS_DIR).glob("*.jsonl")):
+        turns.extend(load_turns(path))
+    return turns
+
+
+def authors(turns: Sequence[Turn]) -> list[str]:
+    return list(dict.fromkeys(t.author for t in turns))
 
 
 def _git_store(shared: Path, data_dir: Path) -> float:
@@ -113,6 +140,10 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
         if store == "demo":
             shutil.copytree(demo_dir(), data_dir, dirs_exist_ok=True)
             now = corpora.epoch(sets.DEMO_NOW)
+        elif store == "cpython":
+            raws = corpora.python_news()
+            corpora.write_decisions(data_dir, raws)
+            now = max(corpora.epoch(r["timestamp"]) for r in raws)
         else:
             now = _git_store(shared, data_dir)
         locations = bench_locations(data_dir, index_dir)
@@ -147,21 +178,26 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
 
 
 def replay(observed: Sequence[Observed], path: str, policy: str, settings: Any = None) -> list[Outcome]:
-    """Each prompt's block under ``policy`` (``lore``, ``always``, ``before``), session by session."""
+    """Each prompt's block under ``policy`` (``lore``, ``always``, ``before``), session by session.
+
+    As in the hook, a session's earlier full items and pointers go to the decision
+    (``seen``, ``pointed``), and a relevant record handed earlier counts as in context.
+    """
     from lore.context import HOOK, assemble, block_for
 
     outcomes = []
-    injected: dict[str, list[str]] = {}
+    handed: dict[str, tuple[list[str], list[str]]] = {}
     for seen in observed:
         turn = seen.turn
-        earlier = injected.setdefault(turn.session, [])
+        full_before, pointed_before = handed.setdefault(turn.session, ([], []))
         response = getattr(seen, path)
         ids: tuple[str, ...] = ()
+        pointers: tuple[str, ...] = ()
         chars = 0
         if response is not None:
             if policy == "lore":
-                block = block_for(response, HOOK, project=turn.project, seen=tuple(earlier), null=seen.null,
-                                  settings=settings)  # fmt: skip
+                block = block_for(response, HOOK, project=turn.project, seen=tuple(full_before),
+                                  pointed=tuple(pointed_before), null=seen.null, settings=settings)  # fmt: skip
             elif policy == "always":
                 from lore.rank import inject
 
@@ -171,31 +207,44 @@ def replay(observed: Sequence[Observed], path: str, policy: str, settings: Any =
                 block = assemble(response, budget_chars=HOOK.budget_chars, max_items=HOOK.max_items, fmt=HOOK.fmt,
                                  fenced=HOOK.fenced, legacy_text=True)  # fmt: skip
             ids = tuple(item.id for item in block.items)
+            pointers = tuple(item.id for item in block.items if item.tier == "pointer")
             chars = len(block.text)
-        in_context = any(r in earlier for r in turn.relevant)
-        outcomes.append(Outcome(turn, ids, chars, in_context))
-        earlier.extend(i for i in ids if i not in earlier)
+        in_context = any(r in full_before or r in pointed_before for r in turn.relevant)
+        in_context_full = any(r in full_before for r in turn.relevant)
+        outcomes.append(Outcome(turn, ids, chars, in_context, pointers, in_context_full))
+        full_before.extend(i for i in ids if i not in pointers and i not in full_before)
+        pointed_before.extend(i for i in pointers if i not in pointed_before)
     return outcomes
 
 
 def measures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
+    """What reached the agent: ``hit`` counts full items and pointers, this prompt's or the session's earlier
+    ones; ``hit_full`` full items only (session-aware); ``hit_strict`` this prompt's block alone."""
     answerable = [o for o in outcomes if o.turn.relevant]
     unanswerable = [o for o in outcomes if not o.turn.relevant]
     strict = sum(1 for o in answerable if set(o.injected) & set(o.turn.relevant))
     hit = sum(1 for o in answerable if set(o.injected) & set(o.turn.relevant) or o.in_context)
+    hit_full = sum(1 for o in answerable if set(o.full) & set(o.turn.relevant) or o.in_context_full)
     items = [i for o in outcomes for i in o.injected]
+    full_items = [i for o in outcomes for i in o.full]
     relevant_items = sum(1 for o in outcomes for i in o.injected if i in o.turn.relevant)
+    relevant_full = sum(1 for o in outcomes for i in o.full if i in o.turn.relevant)
     blocks = [o for o in outcomes if o.injected]
     return {
         "prompts": len(outcomes), "answerable": len(answerable), "unanswerable": len(unanswerable),
         "hit": round(hit / max(len(answerable), 1), 3),
+        "hit_full": round(hit_full / max(len(answerable), 1), 3),
         "hit_strict": round(strict / max(len(answerable), 1), 3),
         "left_empty": round(sum(1 for o in unanswerable if not o.injected) / max(len(unanswerable), 1), 3),
+        "left_without_full": round(sum(1 for o in unanswerable if not o.full) / max(len(unanswerable), 1), 3),
         "precision": round(relevant_items / max(len(items), 1), 3),
+        "precision_full": round(relevant_full / max(len(full_items), 1), 3),
         "chars_per_prompt": round(sum(o.chars for o in outcomes) / max(len(outcomes), 1), 1),
         "chars_per_block": round(sum(o.chars for o in blocks) / max(len(blocks), 1), 1),
         "items_per_block": round(len(items) / max(len(blocks), 1), 2),
         "blocks": len(blocks),
+        "full_blocks": sum(1 for o in outcomes if o.full),
+        "pointer_blocks": sum(1 for o in outcomes if o.injected and not o.full),
     }  # fmt: skip
 
 

@@ -23,6 +23,10 @@ from lore.render.fence import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN
 from lore.render.text import age, one_line, shorten, strip_control
 
 HEADER = "## Relevant Memories"
+# Pointers: titles only, for evidence too weak to hand a memory over but strong enough for the
+# agent to judge (docs/search.md, "Tiers"); the heading tells a reader they are not full items.
+POINTER_HEADER = "## Possibly relevant (titles only; open with lore show ID or the MCP show tool)"
+POINTER_LINE_CHARS = 120
 GAP_LINE = "[EVIDENCE GAP: no reliable memory for this query]"
 FORMATS = ("markdown", "compact", "json")
 MIN_ITEM_TEXT = 24
@@ -57,6 +61,7 @@ class ContextItem(NamedTuple):
     path: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     represents: int = 1
+    tier: str = "full"  # or "pointer": the title only
 
 
 @dataclass
@@ -131,7 +136,7 @@ def _near_identical(a: str, b: str) -> bool:
 
 
 def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[str, ...] = (),
-           null: inject.NullEvidence = inject.DEFAULT_NULL, max_items: int = 5,
+           pointed: tuple[str, ...] = (), null: inject.NullEvidence = inject.DEFAULT_NULL, max_items: int = 5,
            settings: inject.InjectSettings | None = None, asked: bool = False) -> inject.Decision:  # fmt: skip
     """The injection decision over the response's first ``max_items`` hits (``lore.rank.inject``).
 
@@ -145,13 +150,13 @@ def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[
     hits = [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None,
                        h.passage_cosine)
             for h in response.hits[:max_items]]  # fmt: skip
-    decision = inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, null=null,
-                             settings=settings, asked=asked)  # fmt: skip
+    decision = inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, pointed=pointed,
+                             null=null, settings=settings, asked=asked)  # fmt: skip
     young = 0 < response.records < inject.YOUNG_STORE_RECORDS
     if asked and young and not decision.inject and decision.judged and not response.evidence_gap:
         chosen = tuple(j.id for j in decision.judged if j.id not in seen)
         if chosen:
-            return decision._replace(inject=True, chosen=chosen,
+            return decision._replace(inject=True, chosen=chosen, pointers=(),
                                      reason=f"a young store ({response.records} records): no evidence gap")  # fmt: skip
     return decision
 
@@ -173,37 +178,56 @@ def _line(item: ContextItem, text: str, fmt: str) -> str:
     return f"- [{item.kind.replace('_', '-')}] {text}{extras}{_meta(item, fmt)}"
 
 
+def pointer_line(item: ContextItem) -> str:
+    """A pointer: the memory's title and id, within ``POINTER_LINE_CHARS``."""
+    tail = f" ({item.id})"
+    room = POINTER_LINE_CHARS - len(tail) - 2
+    title = item.text if len(item.text) <= room else (shorten(item.text, room) or item.text[:room])
+    return f"- {title}{tail}"
+
+
 def render_items(items: list[ContextItem], budget: int, fmt: str, *, fenced: bool, prefix: str = "") -> tuple[str, list[ContextItem]]:
-    """Fit as many items as the budget allows; shorten the last one rather than cut a word."""
+    """Fit as many items as the budget allows; shorten the last full one rather than cut a word.
+
+    Full items come first under ``HEADER``, then pointers under ``POINTER_HEADER``.
+    """
+    full = [i for i in items if i.tier != "pointer"]
+    pointers = [i for i in items if i.tier == "pointer"]
     head = [FENCE_OPEN, FENCE_NOTE] if fenced else []
-    head.append(HEADER)
+    if full:
+        head.append(HEADER)
     if prefix:
         head.append(prefix)
     tail = [FENCE_CLOSE] if fenced else []
-    used = len("\n".join(head + tail)) + 1  # +1 for the newline before the first item
+    used = len("\n".join(head + tail)) + (1 if head or tail else 0)
     lines: list[str] = []
     kept: list[ContextItem] = []
-    for item in items:
-        full = _line(item, item.text, fmt)
+    for item in full:
+        line = _line(item, item.text, fmt)
         room = budget - used - 1  # newline separator
-        if len(full) <= room:
-            lines.append(full)
-            kept.append(item)
-            used += len(full) + 1
-            continue
-        overhead = len(_line(item, "", fmt))
-        text_room = room - overhead
-        if text_room < MIN_ITEM_TEXT:
+        if len(line) > room:
+            text_room = room - len(_line(item, "", fmt))
+            short = shorten(item.text, text_room) if text_room >= MIN_ITEM_TEXT else ""
+            if len(short) >= MIN_ITEM_TEXT:
+                line = _line(item, short, fmt)
+                lines.append(line)
+                kept.append(item._replace(text=short, shortened=True))
+                used += len(line) + 1
             break
-        short = shorten(item.text, text_room)
-        if len(short) < MIN_ITEM_TEXT:
-            break
-        line = _line(item, short, fmt)
         lines.append(line)
-        kept.append(item._replace(text=short, shortened=True))
+        kept.append(item)
         used += len(line) + 1
-        break
-    if not lines:
+    pointer_lines = [pointer_line(item) for item in pointers]
+    for position, (item, line) in enumerate(zip(pointers, pointer_lines, strict=True)):
+        extra = len(line) + 1 + (len(POINTER_HEADER) + 1 if position == 0 else 0)
+        if used + extra > budget:
+            break
+        if position == 0:
+            lines.append(POINTER_HEADER)
+        lines.append(line)
+        kept.append(item)
+        used += extra
+    if not kept:
         return "", []
     return "\n".join(head + lines + tail), kept
 
@@ -230,8 +254,9 @@ def assemble(
     """
     figures: dict[str, Any] = dict(response.gap.figures())
     if decision is not None:
-        figures["injection"] = {"inject": decision.inject, "gate": round(decision.gate, 4), "reason": decision.reason}
-    refused = not decision.inject if decision is not None else response.gap.gap
+        figures["injection"] = {"inject": decision.inject, "tier": decision.tier, "gate": round(decision.gate, 4),
+                                "reason": decision.reason}  # fmt: skip
+    refused = decision.tier == "none" if decision is not None else response.gap.gap
     if refused or not response.hits:
         text = GAP_LINE if gap_line and len(GAP_LINE) <= budget_chars else ""
         return ContextBlock(response.query, [], True, text, budget_chars, figures)
@@ -239,9 +264,11 @@ def assemble(
     items: list[ContextItem] = []
     floor = MIN_SHARE_OF_TOP ** RELEVANCE_SHARPNESS * max(h.score for h in response.hits)
     hits = [h for h in response.hits if h.score >= floor]
+    pointer_ids: tuple[str, ...] = ()
     if decision is not None:
         chosen = set(decision.chosen)
         hits = [h for h in hits if h.id in chosen]
+        pointer_ids = decision.pointers
     query_terms = set(response.term_idf)
     titles: list[str] = []
     for hit in hits:
@@ -257,9 +284,21 @@ def assemble(
         items.append(ContextItem(hit.id, hit.kind, text, round(hit.confidence, 2), age(moment, now_dt), round(hit.score, 4),
                                  path=hit.path, notes=tuple(defang(n) for n in hit.notes),
                                  represents=hit.represents))  # fmt: skip
+    by_id = {h.id: h for h in response.hits}
+    for rid in pointer_ids:
+        hit = by_id[rid]
+        moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
+        title = defang(one_line(strip_control(hit.title or hit.summary)))
+        items.append(ContextItem(hit.id, hit.kind, title, round(hit.confidence, 2), age(moment, now_dt),
+                                 round(hit.score, 4), tier="pointer"))  # fmt: skip
     # JSON lists what the markdown block would show: the budget binds every format.
-    text, kept = render_items(items, budget_chars, _layout(fmt), fenced=fenced)
-    return ContextBlock(response.query, kept, not kept, "" if fmt == "json" else text, budget_chars, figures,
+    # A block of pointers only holds no memory the search vouches for: where the surface
+    # marks a gap, it says so above the titles.
+    pointers_only = not any(i.tier == "full" for i in items)
+    text, kept = render_items(items, budget_chars, _layout(fmt), fenced=fenced,
+                              prefix=GAP_LINE if pointers_only and gap_line else "")  # fmt: skip
+    gap = not any(i.tier == "full" for i in kept)
+    return ContextBlock(response.query, kept, gap, "" if fmt == "json" else text, budget_chars, figures,
                         candidates=items, fmt=fmt, fenced=fenced)  # fmt: skip
 
 
@@ -282,14 +321,15 @@ TERMINAL = Profile(500 * CHARS_PER_TOKEN, 5, "markdown")
 
 
 def block_for(response: SearchResponse, profile: Profile, *, project: str | None = None, seen: tuple[str, ...] = (),
-              null: inject.NullEvidence = inject.DEFAULT_NULL, settings: inject.InjectSettings | None = None) -> ContextBlock:  # fmt: skip
+              pointed: tuple[str, ...] = (), null: inject.NullEvidence = inject.DEFAULT_NULL,
+              settings: inject.InjectSettings | None = None) -> ContextBlock:  # fmt: skip
     """The one context recipe: the injection decision over the response, then the block in the profile's shape.
 
     Every surface that hands memories to an agent (the prompt hook's warm and cold
     paths, MCP ``context``, ``lore context``, ``Lore.context``) ends here.
     """
-    decision = decide(response, project=project, seen=seen, null=null, max_items=profile.max_items, settings=settings,
-                      asked=profile.asked)  # fmt: skip
+    decision = decide(response, project=project, seen=seen, pointed=pointed, null=null, max_items=profile.max_items,
+                      settings=settings, asked=profile.asked)  # fmt: skip
     return assemble(response, budget_chars=profile.budget_chars, max_items=profile.max_items, fmt=profile.fmt,
                     fenced=profile.fenced, gap_line=profile.gap_line, decision=decision)  # fmt: skip
 
@@ -338,7 +378,8 @@ def block_json(block: ContextBlock) -> dict[str, Any]:
         "gap": block.gap_figures,
         "budget_chars": block.budget_chars,
         "items": [
-            {"id": i.id, "type": i.kind, "text": i.text, "confidence": i.confidence, "age": i.age, "score": i.score,
+            {"id": i.id, "type": i.kind, "tier": i.tier, "text": i.text, "confidence": i.confidence, "age": i.age,
+             "score": i.score,
              **({"path": list(i.path)} if i.path else {}), **({"notes": list(i.notes)} if i.notes else {}),
              **({"represents": i.represents} if i.represents > 1 else {})}
             for i in block.items

@@ -162,6 +162,13 @@ class InjectSettings(NamedTuple):
     # A memory injected earlier in the session comes again only as the first hit of a
     # prompt whose gate is at least this sure: the agent already has it in its context.
     repeat_threshold: float = 0.9
+    # Below the full threshold, at or above these: the first hits' titles as pointers.
+    warm_pointer_threshold: float = 0.05
+    cold_pointer_threshold: float = 0.05
+    # Where someone asked, the best candidates come as pointers whatever the gate says.
+    asked_pointer_threshold: float = 0.0
+    max_full: int = 3
+    max_pointers: int = 3
     enabled: bool = True
 
 
@@ -184,7 +191,12 @@ class Judged(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """Whether to inject, what, and why (``--explain`` and the bench read it)."""
+    """Whether to inject, what, in which tier, and why (``--explain`` and the bench read it).
+
+    ``chosen`` are the full items (title and matching sentences), ``pointers`` the titles
+    only: evidence too weak to hand over a memory, strong enough to let the agent judge
+    (it opens one with ``lore show ID`` or the MCP ``show`` tool).
+    """
 
     inject: bool
     gate: float
@@ -193,6 +205,12 @@ class Decision(NamedTuple):
     reason: str
     vectors: bool
     gate_inputs: dict[str, float] = {}  # noqa: RUF012  (a NamedTuple default, never mutated)
+    pointers: tuple[str, ...] = ()
+
+    @property
+    def tier(self) -> str:
+        """``full`` (at least one full item), ``pointer`` (titles only) or ``none``."""
+        return "full" if self.chosen else "pointer" if self.pointers else "none"
 
 
 def raw_evidence(query_terms: Sequence[str], term_idf: Mapping[str, float], title: str, content: str,
@@ -285,42 +303,57 @@ def judge(hits: Sequence[Hit], query: str, term_idf: Mapping[str, float], *, pro
 
 
 def decide(hits: Sequence[Hit], query: str, term_idf: Mapping[str, float], *, project: str | None = None,
-           seen: Iterable[str] = (), null: NullEvidence = DEFAULT_NULL, settings: InjectSettings | None = None,
-           asked: bool = False) -> Decision:  # fmt: skip
-    """Which hits to inject for ``query``; an empty choice when the evidence says none applies.
+           seen: Iterable[str] = (), pointed: Iterable[str] = (), null: NullEvidence = DEFAULT_NULL,
+           settings: InjectSettings | None = None, asked: bool = False) -> Decision:  # fmt: skip
+    """Which hits to hand over for ``query``, and in which tier; nothing when the evidence says none applies.
 
-    ``asked``: someone asked for this memory (``lore context``, MCP ``context``): the gate's
-    lower threshold for such surfaces applies (``InjectSettings.asked_gate_threshold``).
+    Strong evidence (the gate at or above its full threshold): full items, at most
+    ``max_full``, the first hit and those that clear the item score. Middling (at or
+    above the pointer threshold): pointers, the titles of the first ``max_pointers``
+    hits. Weak: nothing. ``seen``: full items handed earlier in the session (again only
+    as a first hit the gate is sure of); ``pointed``: earlier pointers (not pointed
+    again; strong evidence still hands one over in full). ``asked``: someone asked
+    (``lore context``, MCP ``context``): the asked thresholds apply.
     """
     s = settings or DEFAULT_SETTINGS
     judged, prompt, vectors = judge(hits, query, term_idf, project=project, null=null)
     if not judged:
         return Decision(False, 0.0, (), (), "no hits", vectors, prompt)
     gate_w, item_w = (s.warm_gate, s.warm_item) if vectors else (s.cold_gate, s.cold_item)
-    gate_t, item_t = (s.warm_gate_threshold, s.warm_item_threshold) if vectors else (s.cold_gate_threshold, s.cold_item_threshold)
+    if vectors:
+        full_t, item_t, pointer_t = s.warm_gate_threshold, s.warm_item_threshold, s.warm_pointer_threshold
+    else:
+        full_t, item_t, pointer_t = s.cold_gate_threshold, s.cold_item_threshold, s.cold_pointer_threshold
     if asked:
-        gate_t = s.asked_gate_threshold
+        full_t, pointer_t = s.asked_gate_threshold, s.asked_pointer_threshold
     gate = _logistic(prompt, gate_w, gate_features(vectors))
     names = item_features(vectors)
     judged = tuple(j._replace(probability=_logistic(j.evidence, item_w, names)) for j in judged)
     if not s.enabled:
         return Decision(True, gate, tuple(j.id for j in judged), judged, "decision off", vectors, prompt)
-    if gate < gate_t:
-        return Decision(False, gate, (), judged, f"gate {gate:.2f} below {gate_t:.2f}", vectors, prompt)
-    already = set(seen)
-    chosen = []
-    repeats = 0
-    for rank, j in enumerate(judged):
-        if rank > 0 and j.probability < item_t:
-            continue
-        if j.id in already and not (rank == 0 and gate >= s.repeat_threshold):
-            repeats += 1
-            continue
-        chosen.append(j.id)
-    if not chosen:
+    already, shown = set(seen), set(pointed)
+    if gate >= full_t:
+        chosen, repeats = [], 0
+        for rank, j in enumerate(judged):
+            if len(chosen) >= s.max_full:
+                break
+            if rank > 0 and j.probability < item_t:
+                continue
+            if j.id in already and not (rank == 0 and gate >= s.repeat_threshold):
+                repeats += 1
+                continue
+            chosen.append(j.id)
+        if chosen:
+            return Decision(True, gate, tuple(chosen), judged, f"gate {gate:.2f}", vectors, prompt)
         return Decision(False, gate, (), judged, f"only memories injected earlier in this session ({repeats})", vectors,
                         prompt)  # fmt: skip
-    return Decision(True, gate, tuple(chosen), judged, f"gate {gate:.2f}", vectors, prompt)
+    if gate >= pointer_t:
+        pointers = tuple(j.id for j in judged if j.id not in already and j.id not in shown)[: s.max_pointers]
+        if pointers:
+            return Decision(False, gate, (), judged, f"gate {gate:.2f} below {full_t:.2f}: pointers", vectors, prompt,
+                            pointers)  # fmt: skip
+        return Decision(False, gate, (), judged, "only memories handed earlier in this session", vectors, prompt)
+    return Decision(False, gate, (), judged, f"gate {gate:.2f} below {pointer_t:.2f}", vectors, prompt)
 
 
 DEFAULT_SETTINGS = InjectSettings()
