@@ -316,6 +316,7 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     """
     import io
 
+    from lore.errors import LoreError
     from lore.index.manager import IndexManager
     from lore.project import detect_project
     from lore.search import search, search_options
@@ -334,8 +335,11 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     if command == "search":
         options = search_options(limit=int(request.get("limit", 10)), current_project=str(project), include_candidates=True,
-                                 phrases="filter")  # fmt: skip
-        response = search(session, query, options, policy="ignore")
+                                 phrases="filter", syntax=True)  # fmt: skip
+        try:
+            response = search(session, query, options, policy="ignore")
+        except LoreError as error:  # a malformed query: the CLI says what is wrong, as it does without a helper
+            return {"ok": False, "error": error.message}
         if request.get("json"):
             import orjson
 

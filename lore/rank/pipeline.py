@@ -91,6 +91,11 @@ class SearchOptions(NamedTuple):
     # ("what did \"Xenoblade Chronicles\" ...") must not get nothing for a spelling
     # the record does not share.
     phrases: str = "hint"
+    # The query language (lore.rank.querylang): whether this surface reads it (`lore search`,
+    # MCP's search, ``Lore.search``; never the hook nor a context block), and, once the search
+    # service has parsed a query written in it, its tree. None: a plain query, ranked as always.
+    syntax: bool = False
+    query_tree: Any = None
 
     @property
     def filtered(self) -> bool:
@@ -326,6 +331,8 @@ def run(
     t = lap("filter", t)
 
     query_terms = analysis.unique_terms(query)
+    if channels.expansion:  # the index terms a query's word* and word~ stand for
+        query_terms = list(dict.fromkeys([*query_terms, *channels.expansion]))
     idf_coverage = 0.0
     bm25_top: tuple[str, set[str]] | None = None  # BM25's best record and the query terms it holds
     if "bm25" in opts.channels:
