@@ -45,6 +45,11 @@ class SearchSession:
             self.reader, self.warnings = manager.open(policy=policy, progress=progress)
         return self.reader
 
+    def search(self, raw_query: str, options: SearchOptions, **keywords: Any) -> SearchResponse:
+        """``search(self, raw_query, options, ...)``: for code handed a session that does not import this service
+        (``lore.rank.null``, in the rank layer below it)."""
+        return search(self, raw_query, options, **keywords)
+
     def get_encoder(self) -> Any:
         if self.encoder is None and self.encoder_error is None:
             from lore.embedder import get_query_encoder

@@ -29,6 +29,7 @@ import time
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; the client side needs none of it
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # How long a terminal command waits for the helper before answering itself (the helper
@@ -224,8 +225,11 @@ def run_remote_command(args: list[str]) -> int | None:
     return int(reply["code"])
 
 
-def run_command(request: dict[str, Any], data_dir: str) -> dict[str, Any]:
+def run_command(request: dict[str, Any], data_dir: str, run_parsed: Callable[[list[str]], int | None]) -> dict[str, Any]:
     """The helper's side of ``run_remote_command``: the CLI command, in this process, as the asking process runs it.
+
+    ``run_parsed`` is the CLI's (``lore.cli.app.run_parsed``), handed down by the entry point: the agent
+    imports no CLI.
 
     With its environment and working directory (so the same settings, project and actor),
     and its output captured in the order it was written, ANSI codes kept or stripped as
@@ -233,8 +237,6 @@ def run_command(request: dict[str, Any], data_dir: str) -> dict[str, Any]:
     arguments, nothing ran.
     """
     import contextlib
-
-    from lore.cli.app import run_parsed
 
     argv, environ, cwd = request.get("argv"), request.get("environ"), request.get("cwd")
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(environ, dict)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from lore.index.cold import ColdReader
     from lore.index.manager import IndexReader
-    from lore.rank.pipeline import Laps, SearchOptions
+    from lore.rank.options import SearchOptions
 
     Encoder = Callable[[list[str]], np.ndarray]
     Centroids = dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None
@@ -316,6 +316,21 @@ class Sparse(Retrieval):
             found = [cosine(vector, self.query_vector) for text in passages if (vector := cold.encoder.encode(text))]
             out.append(max(found) if found else None)
         return out
+
+
+class Laps:
+    """Each step's milliseconds by name (``timings``): ``t = lap("bm25", t)`` closes a step and starts the next."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.started = time.perf_counter()
+
+    def __call__(self, name: str, since: float) -> float:
+        self.timings[name] = round((time.perf_counter() - since) * 1000, 3)
+        return time.perf_counter()
+
+    def total(self) -> None:
+        self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 3)
 
 
 def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:
