@@ -268,6 +268,21 @@ def test_cli_search_reads_the_language_and_reports_a_malformed_query(store: Path
     assert unknown.exit_code == 2 and "unknown record type 'banana'" in unknown.stderr
 
 
+def test_the_warm_helper_answers_it_and_declines_a_malformed_query(store: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    from lore.agent.remote import answer
+    from lore.search import SearchSession
+
+    assert cli("index").exit_code == 0
+    session = SearchSession(resolve_locations(store))
+    session.open()
+    ok = answer(session, {"command": "search", "query": "stripe -webhooks type:decision", "json": True, "cwd": str(store)})
+    found = [r["id"] for r in orjson.loads(ok["stdout"])["results"]]
+    assert ok["ok"] and found[:2] == ["dec-0000000a", "dec-0000000b"] and "dec-0000000c" not in found
+    # Declined: the CLI then answers itself and reports the error (tested above).
+    assert answer(session, {"command": "search", "query": "stripe OR", "cwd": str(store)}) == {
+        "ok": False, "error": "OR needs a clause on each side"}  # fmt: skip
+
+
 def test_lore_search_and_the_mcp_search_tool_read_it_too(store: Path) -> None:
     import anyio
 
