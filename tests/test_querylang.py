@@ -85,6 +85,7 @@ def test_operators_prefix_fuzzy_and_groups() -> None:
     assert parse("Retr* x").tree.clauses[0] == Prefix("text", "retr")  # type: ignore[union-attr]
     assert parse("bakoff~ x").tree.clauses[0] == Fuzzy("text", "bakoff", 1)  # type: ignore[union-attr]
     assert parse("title:bakoff~2 x").tree.clauses[0] == Fuzzy("title", "bakoff", 2)  # type: ignore[union-attr]
+    assert parse("bakoff~2/3 x").tree.clauses[0] == Fuzzy("text", "bakoff", 2, 3)  # type: ignore[union-attr]
     assert parse("tag:post* x").tree.clauses[0] == Value("tag", "post", prefix=True)  # type: ignore[union-attr]
     # In a query read in the language, NOT anywhere is the operator, and a minus before a flag is text.
     parsed = parse("retry NOT celery -x type:pattern")
@@ -216,6 +217,9 @@ def test_title_prefix_and_fuzzy_words(store: Path) -> None:
     assert ids(fuzzy) == {"dec-0000000c"}
     assert ids(run(store, "celry jobs -celry~", syntax=True)) & {"dec-0000000c"} == set()
     assert ids(run(store, "jobs title:celry~", syntax=True)) == {"dec-0000000c"}
+    # word~N/P: the first P letters as written ("felery": its stem "feleri" is one edit from "celeri", Celery's).
+    assert ids(run(store, "felery~ jobs", syntax=True)) == {"dec-0000000c"}
+    assert ids(run(store, "felery~/1 jobs", syntax=True)) == set()
 
 
 def test_a_prefix_standing_for_too_many_terms_is_refused(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -85,11 +85,12 @@ class Prefix(NamedTuple):
 
 
 class Fuzzy(NamedTuple):
-    """``word~N``: any index term within ``edits`` edits of the word or of its stem."""
+    """``word~N`` (``word~N/P``): any index term within ``edits`` edits of the word or of its stem (sharing its first ``prefix`` letters)."""
 
     field: str
     word: str
     edits: int
+    prefix: int = 0
 
 
 class Value(NamedTuple):
@@ -195,7 +196,7 @@ def _convert(parsed: Any, query: str) -> Node:
         if isinstance(node, q.Phrase):
             return _leaf(node.fieldname, " ".join(str(w) for w in node.words), phrase=True)
         if isinstance(node, q.FuzzyTerm):
-            return _fuzzy(node.fieldname, clause_text(node), int(node.maxdist))
+            return _fuzzy(node.fieldname, clause_text(node), int(node.maxdist), int(node.prefixlength))
         if isinstance(node, q.Prefix):
             return _prefix(node.fieldname, clause_text(node))
         if isinstance(node, q.Wildcard):
@@ -239,13 +240,13 @@ def _prefix(field: str, text: str) -> Node:
     return Prefix(field, text.lower())
 
 
-def _fuzzy(field: str, text: str, edits: int) -> Node:
+def _fuzzy(field: str, text: str, edits: int, prefix: int = 0) -> Node:
     if field in VALUE_FIELDS:
         raise UsageError(f"{field}:{text}~: ~ (a fuzzy word) applies to words, not to {field}:",
                          hint="title:word~ or word~ search the text")  # fmt: skip
     if not 1 <= edits <= MAX_EDITS:
         raise UsageError(f"{text}~{edits}: at most {MAX_EDITS} edits", hint=f"{text}~ allows one edit, {text}~2 two")
-    return Fuzzy(field, text.lower(), edits)
+    return Fuzzy(field, text.lower(), edits, prefix)
 
 
 def _ranked_text(node: Node, *, top: bool, positive: bool) -> list[str]:
@@ -374,7 +375,7 @@ def _expand(bm25: Bm25Index, node: Node) -> list[str]:
         near = set(targets)
         for _ in range(node.edits):
             near |= {variant for word in near for variant in one_edit_away(word)}
-        found = bm25.known_terms(sorted(near))
+        found = [term for term in bm25.known_terms(sorted(near)) if term.startswith(node.word[: node.prefix])]
         shown = f"{node.word}~{node.edits}"
     found = [term for term in dict.fromkeys(found) if bm25.document_frequency(term)]
     if len(found) > MAX_EXPANSION:
