@@ -1,7 +1,7 @@
 """Index build cost: lore's full build and single-record refresh beside a bare Whoosh writer.
 
 The bare writer indexes the text lore gave Whoosh (``Record.fields()``) with the
-schema it used (``lore.index.lexical.schema()``), single-process, and nothing else.
+schema it used (``benchmarks.whoosh_index.schema()``, lore/index/lexical.py then), single-process, and nothing else.
 Builds wrote that index until format 11 (quoted phrases now come from the BM25
 index's term sequence: docs/whoosh-choice.md); the row stays as the reference the
 build is measured against, the part that once took most of it.
@@ -63,7 +63,7 @@ def bare_whoosh(data_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
     """Single-process Whoosh writer over the same field text, same schema; text prepared untimed."""
     from whoosh import index
 
-    from lore.index import lexical
+    from benchmarks import whoosh_index
     from lore.index.manager import _tree_size
     from lore.store import Store
 
@@ -79,7 +79,7 @@ def bare_whoosh(data_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         started = time.perf_counter()
-        ix = index.create_in(str(target), lexical.schema())
+        ix = index.create_in(str(target), whoosh_index.schema())
         writer = ix.writer(limitmb=256)
         for record_id, title, body, extra, tags in docs:
             writer.add_document(id=record_id, title=title, body=body, extra=extra, tags=tags)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bash_original
+from benchmarks import bash_original, compile_bytecode
 from benchmarks import locations as bench_locations
 
 # The timing helpers `lore bench` shares live in lore.measure; the harness's modules import them from here.
@@ -27,20 +27,6 @@ Progress = Callable[[str], None]
 
 def _quiet(message: str) -> None:
     return None
-
-
-def compile_bytecode() -> bool:
-    """Compile lore's modules to bytecode once, as ``pip install`` does for a wheel.
-
-    An editable install under ``PYTHONDONTWRITEBYTECODE`` (set on these machines)
-    would otherwise recompile every lore module in every measured process: ~100
-    ms that no installed copy pays. Returns whether every module compiled.
-    """
-    import compileall
-
-    import lore
-
-    return bool(compileall.compile_dir(str(Path(lore.__file__).parent), quiet=1))
 
 
 def first_content_word(question: str) -> str:

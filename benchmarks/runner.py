@@ -122,7 +122,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
         if "quality" in settings.only:
             from benchmarks import bench_cache_dir, locomo, matrix, sets
 
-            loaders = sets.all_sets(shared, quick=settings.quick, cache=bench_cache_dir())
+            loaders = {**sets.all_sets(shared, quick=settings.quick), "locomo": lambda: locomo.load(bench_cache_dir())}
             results["quality"] = {}
             for name in settings.sets:
                 t = time.perf_counter()

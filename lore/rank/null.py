@@ -40,6 +40,8 @@ MIN_RECORDS = inject.YOUNG_STORE_RECORDS
 def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     """Run the hook's search (whole pipeline, and BM25 alone as the cold path) over ``inject.NULL_PROMPTS``.
 
+    ``session`` is a ``lore.search.SearchSession`` (its ``search`` runs the search service).
+
     A store of fewer than ``MIN_RECORDS`` records gets ``inject.DEFAULT_NULL``.
     """
     import statistics  # here: the cold hook imports this module, and statistics costs it ~4 ms
@@ -47,7 +49,6 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     from lore import analysis
     from lore.rank.cold import hook_options
     from lore.rank.pipeline import CHANNELS
-    from lore.search import search
 
     if len(session.open("ignore").table) < MIN_RECORDS:
         return inject.DEFAULT_NULL
@@ -56,8 +57,9 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     for prompt in inject.NULL_PROMPTS:
         terms = analysis.unique_terms(prompt)
         for part, channels in (("warm", CHANNELS), ("cold", ("bm25",))):
-            response = search(session, prompt, hook_options(None, moment, channels=channels), policy="ignore",
-                              log_access=False, use_llm=False)  # fmt: skip
+            # Through the session (``lore.search.SearchSession.search``): the search service is a layer below this one.
+            response = session.search(prompt, hook_options(None, moment, channels=channels), policy="ignore",
+                                      log_access=False, use_llm=False)  # fmt: skip
             if not response.hits:
                 continue
             top = response.hits[0]

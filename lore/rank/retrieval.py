@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from lore.index.cold import ColdReader
     from lore.index.manager import IndexReader
-    from lore.rank.pipeline import Laps, SearchOptions
+    from lore.rank.options import SearchOptions
 
     Encoder = Callable[[list[str]], np.ndarray]
     Centroids = dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None
@@ -67,6 +67,7 @@ class Retrieval:
         self.query_vector: Any = None
         self.query_cosine: float | None = None
         self.centroids = centroids if isinstance(centroids, dict) else None
+        self.expansion: tuple[str, ...] = ()  # BM25 terms a query-language word* or word~ stands for
 
     def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
         """The rows the search may return: ``allowed`` (the pipeline's row filter), narrowed by quoted phrases."""
@@ -117,7 +118,7 @@ class Dense(Retrieval):
         table = self.reader.table
         phrases = quoted_phrases(query) if self.opts.phrases == "filter" else []
         if phrases:
-            # Quoted phrases need term positions: the BM25 index's term sequence (lore.index.lexical).
+            # Quoted phrases need term positions: the BM25 index's term sequence (``IndexReader.lexical``).
             matching = self.reader.lexical.matching(phrases)
             if matching is not None:
                 prior = allowed if allowed is not None else [True] * len(table)
@@ -127,8 +128,25 @@ class Dense(Retrieval):
                 else:
                     quoted = " and ".join(f'"{p}"' for p in phrases)
                     warnings.append(f"no record holds {quoted} as a phrase: ranked by its words instead")
+        if self.opts.query_tree is not None:
+            allowed = self._narrow(allowed, warnings)
         self.mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
         return allowed
+
+    def _narrow(self, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+        """``allowed`` narrowed by the query language's conditions (fields, NOT, OR, word*, word~)."""
+        import numpy as np
+
+        from lore.rank import querylang
+
+        narrowed = querylang.rows(self.reader, self.opts.query_tree)
+        self.expansion = narrowed.terms
+        if narrowed.rows is None:
+            return allowed
+        mask = narrowed.rows if allowed is None else narrowed.rows & np.asarray(allowed, dtype=bool)
+        if not mask.any():
+            warnings.append("no record matches " + " ".join(querylang.conditions(self.opts.query_tree)))
+        return [bool(ok) for ok in mask]
 
     def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
         import numpy as np
@@ -230,6 +248,8 @@ class Sparse(Retrieval):
     def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
         if self.opts.phrases == "filter" and quoted_phrases(query):
             raise Declined("quoted phrases")
+        if self.opts.query_tree is not None:
+            raise Declined("the query language")
         return allowed
 
     def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
@@ -296,6 +316,21 @@ class Sparse(Retrieval):
             found = [cosine(vector, self.query_vector) for text in passages if (vector := cold.encoder.encode(text))]
             out.append(max(found) if found else None)
         return out
+
+
+class Laps:
+    """Each step's milliseconds by name (``timings``): ``t = lap("bm25", t)`` closes a step and starts the next."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.started = time.perf_counter()
+
+    def __call__(self, name: str, since: float) -> float:
+        self.timings[name] = round((time.perf_counter() - since) * 1000, 3)
+        return time.perf_counter()
+
+    def total(self) -> None:
+        self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 3)
 
 
 def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:
