@@ -245,7 +245,8 @@ def test_a_build_writes_every_base_rows_passage_tokens_as_the_pure_tokenizer_giv
 
     shutil.copytree(ROOT / "data", data_dir)
     locations = resolve_locations(data_dir)
-    IndexManager(locations).build()
+    report = IndexManager(locations).build()
+    assert report.timings["hook_files"] > 0 and report.seconds >= report.timings["hook_files"]  # `lore index --json`
     found = IndexManager(locations).read_meta()
     assert found is not None
     directory, meta = found
