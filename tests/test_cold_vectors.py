@@ -238,8 +238,8 @@ def test_a_build_writes_the_token_cache(delta_store: Locations) -> None:  # noqa
     assert cold_vectors.TokenCache.load(path, found[1].model or "") is not None
 
 
-def test_a_build_writes_every_base_rows_passage_tokens_as_the_pure_tokenizer_gives_them(data_dir: Path,
-                                                                                        cached: cold_vectors.QueryVector) -> None:  # fmt: skip
+def test_a_build_writes_every_base_rows_passage_tokens_as_the_pure_tokenizer_gives_them(
+        data_dir: Path, cached: cold_vectors.QueryVector, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The build tokenises each row's passages once, so a cold prompt reads numbers; the ids are ``PureBpe``'s."""
     from lore.analysis import passages
 
@@ -265,6 +265,13 @@ def test_a_build_writes_every_base_rows_passage_tokens_as_the_pure_tokenizer_giv
         position += len(line) + 1
     assert compared > 600
     assert tokens.token_ids(position + 7, ["no such line"]) is None
+    # Docs read in chunks (each chunk's new words tokenised together): the same file byte for byte.
+    monkeypatch.setattr(cold_vectors, "PASSAGE_CHUNK", 7)
+    encoder = QueryEncoder(BUNDLED_MODEL_DIR)
+    assert encoder.pure is not None
+    cold_vectors.write_passage_tokens(directory / "chunked.bin", docs, meta.model or "", encoder.tokenizer, encoder.pure,
+                                      encoder.max_length, encoder.median_token_length)  # fmt: skip
+    assert (directory / "chunked.bin").read_bytes() == (directory / cold_vectors.PASSAGE_FILE).read_bytes()
     # Written for another model, or from another docs file: not read.
     assert cold_vectors.PassageTokens.load(directory / cold_vectors.PASSAGE_FILE, "another@model", docs) is None
     assert cold_vectors.PassageTokens.load(directory / cold_vectors.PASSAGE_FILE, meta.model or "", directory / "x") is None

@@ -443,44 +443,58 @@ def write_passage_tokens(path: Path, docs_path: Path, identity: str, tokenizer: 
     distinct word once. A doc whose passages hold an added token or a lone surrogate
     is left out: the hook tokenises those itself, as before.
     """
+    from array import array
+
     from lore.analysis import passages as passages_of
 
-    data = docs_path.read_bytes()
-    docs: list[tuple[int, int, list[list[str]]]] = []  # each doc line's offset, check and passages (as words)
-    position = 0
-    for line in data.split(b"\n"):
-        if line.strip():
-            doc = orjson.loads(line)
-            found = passages_of(str(doc.get("title") or ""), str(doc.get("content") or "")) if isinstance(doc, dict) else []
-            words = [_passage_words(text, pure.added, max_length, median) for text in found]
-            if None not in words:
-                docs.append((position, passage_check(found), cast("list[list[str]]", words)))
-        position += len(line) + 1
-    word_ids = _word_ids(sorted({word for _, _, passages in docs for each in passages for word in each}), tokenizer, pure)
     offsets: list[int] = []
     checks: list[int] = []
     doc_first: list[int] = []
     passage_first = [0]
-    flat: list[int] = []
-    for offset, check, passages in docs:
-        if not all(word in word_ids for passage_words in passages for word in passage_words):
-            continue  # a character tokenizers cannot take: the hook tokenises (and skips) it itself
-        offsets.append(offset)
-        checks.append(check)
-        doc_first.append(len(passage_first) - 1)
-        for passage_words in passages:
-            ids = list(chain.from_iterable(map(word_ids.__getitem__, passage_words)))
-            flat.extend(ids if max_length is None else ids[:max_length])
-            passage_first.append(len(flat))
+    flat = array("I")  # 4 bytes a token while it grows: a list of ints took ~7x that at 50,000 records
+    word_ids: dict[str, list[int]] = {}
+    pending: list[tuple[int, int, list[list[str]]]] = []  # a chunk of docs: offset, check, passages (as words)
+
+    def flush() -> None:
+        unknown = sorted({word for _, _, passages in pending for each in passages for word in each if word not in word_ids})
+        word_ids.update(_word_ids(unknown, tokenizer, pure))
+        for offset, check, passages in pending:
+            if not all(word in word_ids for passage_words in passages for word in passage_words):
+                continue  # a character tokenizers cannot take: the hook tokenises (and skips) it itself
+            offsets.append(offset)
+            checks.append(check)
+            doc_first.append(len(passage_first) - 1)
+            for passage_words in passages:
+                ids = list(chain.from_iterable(map(word_ids.__getitem__, passage_words)))
+                flat.extend(ids if max_length is None else ids[:max_length])
+                passage_first.append(len(flat))
+        pending.clear()
+
+    position = 0
+    with docs_path.open("rb") as handle:  # line by line: the docs file is ~1.6 KB a record
+        for line in handle:
+            if line.strip():
+                doc = orjson.loads(line)
+                found = passages_of(str(doc.get("title") or ""), str(doc.get("content") or "")) if isinstance(doc, dict) else []
+                words = [_passage_words(text, pure.added, max_length, median) for text in found]
+                if None not in words:
+                    pending.append((position, passage_check(found), cast("list[list[str]]", words)))
+                    if len(pending) >= PASSAGE_CHUNK:
+                        flush()
+            position += len(line)
+    flush()
     doc_first.append(len(passage_first) - 1)
     code = "H" if not flat or max(flat) < 1 << 16 else "I"
-    header = orjson.dumps({"identity": identity, "docs": docs_path.name, "docs_size": len(data), "docs_count": len(offsets),
+    header = orjson.dumps({"identity": identity, "docs": docs_path.name, "docs_size": position, "docs_count": len(offsets),
                            "passages": len(passage_first) - 1, "tokens": len(flat), "token_format": code})  # fmt: skip
     header += b" " * (-(len(_PASSAGE_MAGIC) + 4 + len(header)) % 8)  # the arrays start 8-byte aligned
     parts = [_PASSAGE_MAGIC, struct.pack("<I", len(header)), header]
     for values, (_, array_code) in zip((offsets, checks, doc_first, passage_first), _PASSAGE_ARRAYS, strict=True):
         parts.append(struct.pack(f"<{len(values)}{array_code}", *values))
-    parts.append(struct.pack(f"<{len(flat)}{code}", *flat))
+    tokens = flat if code == "I" else array("H", flat)
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    parts.append(tokens.tobytes())
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         temporary.write_bytes(b"".join(parts))
@@ -509,6 +523,8 @@ def _passage_words(text: str, added: Sequence[str], max_length: int | None, medi
     return _WORDS.findall(normalized)
 
 
+# Docs read before their new words are tokenised: the words of all 50,000 at once held ~0.3 GB.
+PASSAGE_CHUNK = 2000
 # Words tokenised per call of the Rust tokenizer, joined by spaces: one call per word cost 3x as much.
 WORDS_PER_CALL = 64
 
