@@ -22,14 +22,29 @@ from lore.rank import inject
 FILE = "null-evidence-2.json"
 
 
+# What ``load`` read, by file, with the file's identity then (the warm helper asks on every prompt:
+# a stat rather than a read and a parse).
+_LOADED: dict[Path, tuple[tuple[int, int, int], inject.NullEvidence]] = {}
+
+
 def load(directory: Path | None) -> inject.NullEvidence:
     """The generation's null evidence; the default when it was never measured or cannot be read."""
     if directory is None:
         return inject.DEFAULT_NULL
+    path = directory / FILE
     try:
-        return inject.NullEvidence.from_json(json.loads((directory / FILE).read_bytes()))
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        cached = _LOADED.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = inject.NullEvidence.from_json(json.loads(path.read_bytes()))
     except (OSError, ValueError, TypeError, IndexError, KeyError):
         return inject.DEFAULT_NULL
+    if len(_LOADED) > 8:  # a helper outlives many generations
+        _LOADED.clear()
+    _LOADED[path] = (key, found)
+    return found
 
 
 # Below this many records a store's null says little (most null prompts match no word of it,

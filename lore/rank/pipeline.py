@@ -296,7 +296,7 @@ def run(
     if channels.query_vector is not None:
         t = clock()
         head = hits[:PASSAGE_HITS]
-        cosines = channels.passage_cosines([analysis.passages(hit.title, hit.content) for hit in head])
+        cosines = channels.passage_cosines([analysis.passages(hit.title, hit.content) for hit in head], [hit.row for hit in head])
         hits = (*(hit.evolve(passage_cosine=c) for hit, c in zip(head, cosines, strict=True)), *hits[PASSAGE_HITS:])
         lap("passages", t)
     lap.total()

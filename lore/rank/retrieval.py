@@ -81,8 +81,11 @@ class Retrieval:
         """The vector and HyDE channels, for the ``active`` ones the reader can serve; the time of the last lap."""
         return t
 
-    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
-        """For each hit's passages, the best cosine to the query's own vector (None: no vectors here)."""
+    def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
+        """For each hit's passages, the best cosine to the query's own vector (None: no vectors here).
+
+        ``rows``: the hits' table rows, where a backend has their passages' tokens at hand.
+        """
         return [None] * len(texts)
 
     def graph(self, allowed: Sequence[bool] | None) -> None:
@@ -208,7 +211,7 @@ class Dense(Retrieval):
             self.scores[channel] = {table.ids[row]: score for row, score in top}
         return lap("vectors", t)
 
-    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
+    def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
         import numpy as np
 
         flat = [text for passages in texts for text in passages]
@@ -302,18 +305,30 @@ class Sparse(Retrieval):
         self.scores["vector"] = {ids[row]: cosines[row] for row in ranked}
         return lap("vectors", t)
 
-    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
-        """``Dense.passage_cosines`` in pure Python: each passage encoded as the query is (``cold_vectors``)."""
+    def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
+        """``Dense.passage_cosines`` in pure Python: each passage encoded as the query is (``cold_vectors``).
+
+        A base row's passages come tokenised from the build (``cold_vectors.PassageTokens``),
+        checked against the text; any other passage is tokenised here.
+        """
         if self.query_vector is None:
-            return super().passage_cosines(texts)
+            return super().passage_cosines(texts, rows)
         from lore.index.cold_vectors import cosine, for_reader
 
         cold = for_reader(self.reader)
         if cold is None:
-            return super().passage_cosines(texts)
+            return super().passage_cosines(texts, rows)
+        table = self.reader.table
         out: list[float | None] = []
-        for passages in texts:
-            found = [cosine(vector, self.query_vector) for text in passages if (vector := cold.encoder.encode(text))]
+        for at, passages in enumerate(texts):
+            ids = None
+            if cold.passages is not None and at < len(rows) and (table.delta_start < 0 or rows[at] < table.delta_start):
+                ids = cold.passages.token_ids(table.offsets[rows[at]], passages)
+            if ids is not None:
+                vectors: list[list[float] | None] = [cold.encoder.vector_of(tokens) for tokens in ids]
+            else:
+                vectors = [cold.encoder.encode(text) for text in passages]
+            found = [cosine(vector, self.query_vector) for vector in vectors if vector]
             out.append(max(found) if found else None)
         return out
 
