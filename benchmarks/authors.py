@@ -29,6 +29,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchmarks import stream
@@ -323,27 +324,6 @@ def apply(settings: Any, thresholds: dict[str, float], lexical: dict[str, float]
     return settings
 
 
-def leave_one_out(groups: Groups, without: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Per left-out group: weights and thresholds from the others, the figures on it (warm and cold), and its curve."""
-    names = groups.names()
-    out: dict[str, Any] = {}
-    for held in names:
-        train = [g for g in names if g != held]
-        thresholds = choose(out_of_fold(groups, train, without))
-        weights = groups.fit_on(train, without)
-        settings = apply(weights, thresholds)
-        row: dict[str, Any] = {"thresholds": thresholds}
-        for path in stream.PATHS:
-            scored = score(getattr(groups, path)[held], settings)
-            row[path] = {
-                "lore": stream.measures(simulate(scored, thresholds["full"], thresholds["pointer"], thresholds["item"])),
-                "always": stream.measures(simulate(scored, 0, 0, 0, always=True)),
-            }
-        row["curve"] = curve(score(groups.warm[held], settings), thresholds)
-        out[held] = row
-    return out
-
-
 def curve(scored: Sequence[Scored], thresholds: dict[str, float]) -> list[dict[str, float]]:
     """Reach against left empty as the pointer threshold moves (the full and item thresholds kept)."""
     points = []
@@ -392,6 +372,18 @@ def single_threshold(scored: Sequence[Scored]) -> float:
         if stream.measures(simulate(scored, threshold, threshold, 2.0))["left_empty"] >= MIN_LEFT_EMPTY:
             return threshold
     return Z_STEPS[-1]
+
+
+def run(shared: Path, work: Path, progress: stream.Progress = stream._quiet, *, quick: bool = False) -> dict[str, Any]:
+    """The stream section (``python -m benchmarks --only stream``): every author group's prompts searched once, then
+    each group left out. ``quick``: the demo store's prompts only (the git store's 8,000 records take a minute to build).
+    """
+    turns = stream.load_groups()
+    if quick:
+        turns = [t for t in turns if t.store == "demo"]
+    stores = stream.observe(shared, work, progress, turns)
+    progress("stream: leaving each author group out")
+    return report(stores, turns, quick=quick)
 
 
 def report(stores: stream.StreamStores, turns: Sequence[stream.Turn], *, quick: bool = False,

@@ -154,11 +154,11 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 results["harness_seconds"][f"quality {name}"] = round(time.perf_counter() - t, 1)
                 save()
         if "stream" in settings.only:
-            from benchmarks import stream
+            from benchmarks import authors
 
             t = time.perf_counter()
             try:
-                results["stream"] = stream.run(shared, work, progress, quick=settings.quick)
+                results["stream"] = authors.run(shared, work, progress, quick=settings.quick)
             except Exception as error:
                 failed("stream", error)
             results["harness_seconds"]["stream"] = round(time.perf_counter() - t, 1)
