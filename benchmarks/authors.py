@@ -47,6 +47,9 @@ STEPS = tuple(step / 100 for step in range(0, 91))
 L2 = 1.0  # ridge on every weight but the bias
 # Features whose weight may take either sign; every evidence's must not be negative.
 SIGNED = frozenset({"bias", "log_terms", "top_other", "rank", "other"})
+# Held at 0 in every fit: each helped some author groups left out and hurt others by more than 0.01 of
+# the gate's ROC area, or only hurt (docs/search.md, "The injection decision"; the prompt's length too).
+WITHOUT = frozenset({"log_terms", "coverage", "title_share"})
 
 
 @dataclass
@@ -387,7 +390,7 @@ def run(shared: Path, work: Path, progress: stream.Progress = stream._quiet, *, 
 
 
 def report(stores: stream.StreamStores, turns: Sequence[stream.Turn], *, quick: bool = False,
-           without: frozenset[str] = frozenset({"log_terms"})) -> dict[str, Any]:  # fmt: skip
+           without: frozenset[str] = WITHOUT) -> dict[str, Any]:  # fmt: skip
     """The stream section's figures: per left-out group and pooled, on the warm and cold paths, through
     ``stream.replay`` (``context.block_for`` itself), beside injecting always and each input alone."""
     from benchmarks.matrix import paired_margin
