@@ -163,3 +163,17 @@ def test_clones_syncing_all_at_once_all_push_and_converge(lore, tmp_path: Path, 
     for clone in clones:
         assert titles(clone) == want  # none lost, none twice
         assert git(clone, "rev-parse", "HEAD") == git(remote, "rev-parse", "main")
+
+
+def test_a_teammate_joining_takes_the_teams_record_files_byte_for_byte(lore, tmp_path: Path, remote: Path) -> None:
+    alice = tmp_path / "alice"
+    lore(alice, "init", "--git")
+    # Newest first, as an import of a git log writes them: not the order a record merge would sort them in.
+    lines = [orjson.dumps({"id": f"dec-{n:08x}", "timestamp": f"2026-03-{28 - n:02d}T10:00:00Z", "decision": f"choice {n}",
+                           "rationale": "", "schema_version": 1}) for n in range(5)]  # fmt: skip
+    (alice / "journal" / "data" / "decisions.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    sync(lore, alice, "--setup", str(remote))
+    published = git(remote, "rev-parse", "main:journal/data/decisions.jsonl")
+    bob = teammate(lore, tmp_path, "bob", remote)
+    assert (bob / "journal" / "data" / "decisions.jsonl").read_bytes() == b"\n".join(lines) + b"\n"
+    assert git(remote, "rev-parse", "main:journal/data/decisions.jsonl") == published  # no new blob of the whole file
