@@ -235,6 +235,7 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
             break
 
     progress("team: checking the clones")
+    _wait_for_gc(remote)
     files = [_record_files(c.path) for c in clones]
     expected = set(written)
     per_clone = []
@@ -258,6 +259,7 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
         "max_push_attempts": max((int(r.get("push_attempts") or 0) for r in reports), default=0),
         "backoff_seconds": round(sum(float(r.get("backoff_seconds") or 0) for r in reports), 1),
         "rebased": sum(1 for r in reports if r.get("rebased")), "merged": sum(1 for r in reports if r.get("merged")),
+        "repacked": sum(1 for r in reports if r.get("repacked")),
         "records_synced": synced,
         "remote_bytes_per_record": round((remote_end["bytes"] - remote_start["bytes"]) / synced),
         "clone_bytes_per_record": round((clone_end["bytes"] - clone_start["bytes"]) / synced),
@@ -270,6 +272,13 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
         "lost": max(c["lost"] for c in per_clone), "duplicated": max(c["duplicated"] for c in per_clone),
         "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
+
+
+def _wait_for_gc(repository: Path, limit_seconds: float = 120.0) -> None:
+    """Let a `git gc --auto` the remote started after a push (in the background) finish before sizing it."""
+    deadline = time.monotonic() + limit_seconds
+    while (repository / "gc.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def _index_meta(index_root: Path) -> dict[str, Any]:

@@ -89,6 +89,7 @@ class SyncReport:
     pushed: bool = False
     push_attempts: int = 0
     backoff_seconds: float = 0.0  # slept between push attempts
+    repacked: bool = False  # the clone's objects were folded into one pack
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     renames: list[dict[str, Any]] = field(default_factory=list)
     outgoing_commits: int = 0
@@ -100,7 +101,7 @@ class SyncReport:
             "published": self.published, "committed": self.committed.as_json() if self.committed else None,
             "commit": self.commit, "received": self.received.as_json(), "merged": self.merged,
             "rebased": self.rebased, "pushed": self.pushed, "push_attempts": self.push_attempts,
-            "backoff_seconds": round(self.backoff_seconds, 3), "conflicts": self.conflicts,
+            "backoff_seconds": round(self.backoff_seconds, 3), "repacked": self.repacked, "conflicts": self.conflicts,
             "renames": self.renames, "outgoing_commits": self.outgoing_commits,
         }  # fmt: skip
 
@@ -120,6 +121,43 @@ def driver_command() -> str:
 def configure_driver(git: Git) -> None:
     git.config_set("merge.lore.name", "lore records: merge by id, never lose one")
     git.config_set("merge.lore.driver", driver_command())
+
+
+# Set in a remote that is a bare repository on this machine's disks, when unset there: keep each push
+# as a pack (git's default unpacks a push of under 100 objects into loose objects, a whole copy of each
+# record file it changed), and fold the packs into one after each push (`receive.autogc` runs
+# `git gc --auto`), so that a record file's versions are stored as deltas of each other.
+REMOTE_PACKING = {"receive.unpackLimit": "1", "gc.autoPackLimit": "1"}
+
+
+def _keep_remote_packed(url: str | None) -> bool:
+    """Set REMOTE_PACKING in a remote that is a bare repository on disk (a path or ``file://``); True if it is one.
+
+    A remote on a server (ssh, https) keeps its own storage; an administrator's own value is never replaced.
+    """
+    if not url:
+        return False
+    path = Path(url.removeprefix("file://")).expanduser()
+    if not (path.is_dir() and (path / "objects").is_dir() and (path / "config").is_file() and (path / "HEAD").is_file()):
+        return False
+    remote = Git(path)
+    for key, value in REMOTE_PACKING.items():
+        if remote.run("config", "--file", str(path / "config"), "--get", key, check=False).stdout.strip() == "":
+            remote.run("config", "--file", str(path / "config"), key, value, check=False)
+    return True
+
+
+def _keep_packed(git: Git) -> bool:
+    """Fold this clone's loose objects and packs into one pack, so each record file's versions are deltas.
+
+    Each commit of a record file stores the whole file as a loose object (compressed, but whole); a
+    repack stores it as a delta of the previous version, a few hundred bytes for a few appended records.
+    Run after a sync that moved HEAD; True if it repacked.
+    """
+    counts = git.count_objects()
+    if counts.get("count", 0) == 0 and counts.get("packs", 0) <= 1:
+        return False
+    return git.run("repack", "-a", "-d", "-q", check=False).ok
 
 
 def _resolved(path: Path) -> Path:
@@ -710,6 +748,8 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
     Store(data_dir, actor=actor).init(git=True)  # the attributes that route record files to the driver, the ignores
     configure_driver(git)
     _exclude_index(git, data_dir, index_dir)
+    _keep_remote_packed(git.remote_url(chosen))
+    start_head = git.head()
     with data_lock(data_dir):
         report.committed, report.commit = _commit_local(git, data_dir, actor, dry_run=False)
     tracking = f"refs/remotes/{chosen}/{target}"
@@ -745,6 +785,8 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
                      "(LORE_SYNC_PUSH_ATTEMPTS allows more attempts)",
             )  # fmt: skip
         report.backoff_seconds += _backoff(attempt, jitter)
+    if git.head() != start_head:
+        report.repacked = _keep_packed(git)
     if git.config_get(f"branch.{branch}.remote") is None:
         git.run("config", f"branch.{branch}.remote", chosen)
         git.run("config", f"branch.{branch}.merge", f"refs/heads/{target}")

@@ -236,6 +236,15 @@ class Git:
         finally:
             index.unlink(missing_ok=True)
 
+    def count_objects(self) -> dict[str, int]:
+        """``git count-objects -v`` as numbers: ``count`` loose objects (``size`` KiB), ``packs`` (``size-pack`` KiB)."""
+        found = {}
+        for line in self.out("count-objects", "-v").splitlines():
+            key, _, value = line.partition(":")
+            if value.strip().isdigit():
+                found[key.strip()] = int(value.strip())
+        return found
+
     def changed_paths(self) -> list[str]:
         """Paths with uncommitted changes (staged or not, untracked included, ignored excluded)."""
         out = self.run("status", "--porcelain", "-z", "--untracked-files=all").stdout
