@@ -317,6 +317,7 @@ def team_table(result: dict[str, Any]) -> Table:
         ("push retries / most attempts / slept", f"{result['push_retries']} / {result['max_push_attempts']} / {result['backoff_seconds']} s"),
         ("rebased / merged", f"{result['rebased']} / {result['merged']}"),
         ("bytes added to the remote per synced record", f"{result['remote_bytes_per_record']:,}"),
+        ("... once lost pushes' objects are pruned", f"{result.get('remote_bytes_per_record_pruned', 0):,}"),
         ("bytes added to clone 0 per synced record", f"{result['clone_bytes_per_record']:,}"),
         ("remote objects: loose / packs / MB", f"{result['remote_objects']['loose']} / {result['remote_objects']['packs']} / {result['remote_objects']['bytes'] / 1e6:.1f}"),
         ("clone 0 objects: loose / packs / MB", f"{result['clone0_objects']['loose']} / {result['clone0_objects']['packs']} / {result['clone0_objects']['bytes'] / 1e6:.1f}"),

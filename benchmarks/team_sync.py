@@ -247,6 +247,9 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
                           **{f"objects_{k}": v for k, v in _objects(git_dir).items()}})  # fmt: skip
     synced = settings.clones * new_per_clone
     remote_end, clone_end = _objects(remote), _objects(first.path / ".git")
+    # What the remote keeps once git's prune expiry has passed: the objects of lost pushes gone.
+    Git(work).run("--git-dir", str(remote), "gc", "-q", "--prune=now")
+    remote_pruned = _objects(remote)
     records_end = (first.path / DECISIONS).stat().st_size
     reports = syncs.reports
     return {
@@ -263,7 +266,8 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
         "records_synced": synced,
         "remote_bytes_per_record": round((remote_end["bytes"] - remote_start["bytes"]) / synced),
         "clone_bytes_per_record": round((clone_end["bytes"] - clone_start["bytes"]) / synced),
-        "remote_objects": remote_end, "clone0_objects": clone_end,
+        "remote_bytes_per_record_pruned": round((remote_pruned["bytes"] - remote_start["bytes"]) / synced),
+        "remote_objects": remote_end, "remote_objects_pruned": remote_pruned, "clone0_objects": clone_end,
         "clone_git_to_records": round(max(c["git_bytes"] for c in per_clone) / records_end, 2),
         "search": search,
         "per_clone": per_clone, "converge_syncs": converge_syncs,

@@ -52,6 +52,7 @@ def test_syncs_of_a_few_records_add_deltas_not_copies_of_the_record_file(lore, t
     (alice / "journal" / "data" / "decisions.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     lore(alice, "sync", "--setup", str(remote))
     assert git(remote, "config", "receive.unpackLimit") == "1" and git(remote, "config", "gc.autoPackLimit") == "1"
+    assert git(remote, "config", "gc.pruneExpire") == "1.hour.ago"
     before = object_bytes(alice / ".git")
     for n in range(3):
         lore(alice, "remember", f"Decision number {n} of the week")

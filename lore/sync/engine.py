@@ -126,8 +126,10 @@ def configure_driver(git: Git) -> None:
 # Set in a remote that is a bare repository on this machine's disks, when unset there: keep each push
 # as a pack (git's default unpacks a push of under 100 objects into loose objects, a whole copy of each
 # record file it changed), and fold the packs into one after each push (`receive.autogc` runs
-# `git gc --auto`), so that a record file's versions are stored as deltas of each other.
-REMOTE_PACKING = {"receive.unpackLimit": "1", "gc.autoPackLimit": "1"}
+# `git gc --auto`), so that a record file's versions are stored as deltas of each other. A push that
+# lost the race left its objects behind (a whole copy of each record file it changed): they are
+# pruned after an hour instead of git's two weeks (an hour is far beyond any push in flight).
+REMOTE_PACKING = {"receive.unpackLimit": "1", "gc.autoPackLimit": "1", "gc.pruneExpire": "1.hour.ago"}
 
 
 def _keep_remote_packed(url: str | None) -> bool:
