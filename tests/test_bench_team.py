@@ -29,7 +29,6 @@ def test_the_quick_team_harness_converges_on_a_tiny_store(tmp_path: Path) -> Non
     assert result["records_synced"] == 2 * 2
     assert all(c["records"] == 40 + 4 for c in result["per_clone"])
     assert result["racing"]["n"] == 2 and result["alone"]["n"] == 2
-    # Every sync that moved HEAD left the clone with one pack; the searching clone pulled the others' records.
-    assert result["clone0_objects"]["loose"] == 0 and result["clone0_objects"]["packs"] == 1
+    # The searching clone pulled the others' records, and its index took them in by a delta.
     assert result["search"]["pulled"] >= 1 and result["search"]["after_pull"]["delta"]
     assert team_table(result).row_count >= 10
