@@ -23,6 +23,7 @@ import orjson
 
 from lore.errors import LoreError, UsageError
 from lore.interpreter import lore_argv
+from lore.settings import DEFAULT_SYNC_PUSH_ATTEMPTS
 from lore.store.fileio import atomic_write, data_lock
 from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
 from lore.sync import driver
@@ -30,7 +31,7 @@ from lore.sync.git import Git, GitError
 
 DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "main"
-PUSH_ATTEMPTS = 8  # LORE_SYNC_PUSH_ATTEMPTS; the sleeps between them add up to 16 s at most
+PUSH_ATTEMPTS = DEFAULT_SYNC_PUSH_ATTEMPTS  # LORE_SYNC_PUSH_ATTEMPTS; the sleeps between them add up to 56 s at most
 BACKOFF_FIRST_S = 0.2
 BACKOFF_CAP_S = 5.0
 DRY_RUN_REF = "refs/lore/dry-run"
@@ -157,10 +158,10 @@ def _keep_packed(git: Git) -> bool:
 
     Each commit of a record file stores the whole file as a loose object (compressed, but whole); a
     repack stores it as a delta of the previous version, a few hundred bytes for a few appended records.
-    A repack rewrites the whole pack (1.9 s at 10,000 decisions, 16 s at 50,000 on a loaded 2-core
-    machine), so it runs once the loose objects outweigh the packs LOOSE_SHARE times (or a fetch left
-    a second pack): the object store stays under about LOOSE_SHARE + 1 times its packed size. Run after
-    a sync that moved HEAD; True if it repacked.
+    A repack rewrites the whole pack (docs/sync.md has its cost by store size), so it runs once the
+    loose objects outweigh the packs LOOSE_SHARE times (or a fetch left a second pack): the object
+    store stays under about LOOSE_SHARE + 1 times its packed size. Run after a sync that moved HEAD;
+    True if it repacked.
     """
     counts = git.count_objects()
     loose_kib, packed_kib, packs = counts.get("size", 0), counts.get("size-pack", 0), counts.get("packs", 0)
