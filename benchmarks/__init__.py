@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from lore.paths import Locations
     from lore.settings import Settings
 
-SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture", "sync")
-# `python -m benchmarks` without --only: the sync soak takes minutes of git merges and says nothing
-# about search, so it runs when asked for (`python -m benchmarks --only sync`).
+SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture", "sync", "team")
+# `python -m benchmarks` without --only: the sync soak and the team harness take minutes of git work and
+# say little about search, so they run when asked for (`python -m benchmarks --only sync,team`).
 DEFAULT_SECTIONS = ("quality", "stream", "duplicates", "latency", "indexing", "firstprompt", "surfaces", "soak", "import", "capture")
 # The evaluation sets of the quality section (benchmarks.sets), in the order they run.
 SETS = ("scifact", "knownitem", "memory", "memory-fresh", "demo", "locomo")

@@ -41,8 +41,9 @@ def parser() -> argparse.ArgumentParser:
     made.add_argument("--quick", action="store_true", help="A small subset that runs in about a minute.")
     made.add_argument("--out", metavar="FILE", help="Write every figure and the machine description to this JSON file.")
     made.add_argument("--sizes", help="Store sizes for latency, indexing and scale (default 1000,10000,50000; quick: 1000).")
-    made.add_argument("--only", help="Comma-separated sections: " + ",".join(s for s in SECTIONS if s != "sync")
-                      + " (the default), sync (the lore sync soak; only when named).")  # fmt: skip
+    made.add_argument("--only", help="Comma-separated sections: " + ",".join(s for s in SECTIONS if s not in ("sync", "team"))
+                      + " (the default), sync (the lore sync soak), team (many clones syncing at once over a store "
+                      "of real records); the last two only when named.")  # fmt: skip
     made.add_argument("--sets", help="Comma-separated evaluation sets of the quality section: " + ",".join(SETS)
                       + " (LoCoMo is downloaded once into the bench cache).")  # fmt: skip
     made.add_argument("--stores", help="Comma-separated stores the latency, indexing and first-prompt sections build "
@@ -65,6 +66,7 @@ def settings_from(options: argparse.Namespace) -> Any:
     settings = BenchSettings.for_quick(chosen) if options.quick else BenchSettings(only=chosen)
     if options.quick:
         settings.extra["sync"] = {"per_type": 30, "shared_patterns": 10, "rounds": 10, "collisions": 3}
+        settings.extra["team"] = {"clones": 3, "records": 1000, "rounds": 2, "per_round": 2}
     if sets:
         picked = tuple(s.strip() for s in sets.split(",") if s.strip())
         unknown = [s for s in picked if s not in SETS]
@@ -105,7 +107,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     chosen, picked = tuple(settings.only), tuple(settings.sets)
     # The sync soak writes its own records; the demo and LoCoMo sets bring their own data.
     needs_corpora = any(s != "sync" for s in chosen) and not (set(chosen) == {"quality"} and set(picked) <= {"demo", "locomo"})
-    if any(s != "sync" for s in chosen):
+    if any(s not in ("sync", "team") for s in chosen):
         require_extra()
     shared = shared_dir(required=needs_corpora) or Path()
     work = temporary_workdir()

@@ -306,6 +306,42 @@ def sync_table(result: dict[str, Any]) -> Table:
     return table
 
 
+def team_table(result: dict[str, Any]) -> Table:
+    s = result["settings"]
+    table = Table(title=(f"Team sync: {s['clones']} clones over one bare remote, {s['records']:,} real decisions, "
+                         f"{s['rounds']} rounds of all syncing at once then one round one at a time, "
+                         f"{s['per_round']} new decisions per clone per round"))  # fmt: skip
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+
+    def spread(entry: dict[str, Any]) -> str:
+        return f"{entry['p50']} / {entry['p95']} / {entry['max']} s (n={entry['n']})"
+
+    search = result.get("search") or {}
+    rows = [
+        ("sync racing p50 / p95 / max", spread(result["racing"])),
+        ("sync alone p50 / p95 / max", spread(result["alone"])),
+        ("joining (lore sync --setup) p50 / max", f"{result['join']['p50']} / {result['join']['max']} s"),
+        ("syncs / gave up", f"{result['syncs']} / {result['gave_up']}"),
+        ("push retries / most attempts / slept", f"{result['push_retries']} / {result['max_push_attempts']} / {result['backoff_seconds']} s"),
+        ("rebased / merged", f"{result['rebased']} / {result['merged']}"),
+        ("bytes added to the remote per synced record", f"{result['remote_bytes_per_record']:,}"),
+        ("... once lost pushes' objects are pruned", f"{result.get('remote_bytes_per_record_pruned', 0):,}"),
+        ("bytes added to clone 0 per synced record", f"{result['clone_bytes_per_record']:,}"),
+        ("remote objects: loose / packs / MB", f"{result['remote_objects']['loose']} / {result['remote_objects']['packs']} / {result['remote_objects']['bytes'] / 1e6:.1f}"),
+        ("clone 0 objects: loose / packs / MB", f"{result['clone0_objects']['loose']} / {result['clone0_objects']['packs']} / {result['clone0_objects']['bytes'] / 1e6:.1f}"),
+        ("largest clone .git / its record files", f"{result['clone_git_to_records']}x ({result['records_bytes'] / 1e6:.1f} MB of records)"),
+        ("first search after a pull / no-op lore index", f"{search.get('first_search_seconds')} / {search.get('noop_index_seconds')} s "
+         f"(pulled {search.get('pulled')}; refresh: {'delta' if (search.get('after_pull') or {}).get('delta') else 'full'})"),
+        ("next search", f"{search.get('next_search_seconds')} s"),
+        ("identical / lost / duplicated", f"{'yes' if result['identical'] else 'NO'} / {result['lost']} / {result['duplicated']}"),
+    ]  # fmt: skip
+    for name, value in rows:
+        table.add_row(name, value)
+    table.caption = f"total {result['seconds']} s" + (f"; gave up: {result['gave_up_messages']}" if result["gave_up_messages"] else "")
+    return table
+
+
 def first_prompt_table(size: str, result: dict[str, Any]) -> Table:
     ready = result.get("helper_ready_after_session_start_ms") or {}
     spawn = result.get("spawn_in_process_ms") or {}
@@ -524,6 +560,8 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
             console.print(extra)
     if results.get("sync"):
         console.print(sync_table(results["sync"]))
+    if results.get("team"):
+        console.print(team_table(results["team"]))
     for message in results.get("errors") or []:
         console.print(f"[red]failed:[/red] {message}")
     timings = results.get("harness_seconds", {})

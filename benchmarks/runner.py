@@ -243,6 +243,20 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             except Exception as error:
                 failed("sync", error)
             results["harness_seconds"]["sync"] = round(time.perf_counter() - t, 1)
+        if "team" in settings.only:
+            from benchmarks import team_sync
+
+            t = time.perf_counter()
+            team = team_sync.TeamSettings(**settings.extra.get("team", {}))
+            try:
+                results["team"] = team_sync.run(shared, work / "team", team, progress=progress)
+                if not (results["team"]["identical"] and results["team"]["lost"] == 0
+                        and results["team"]["duplicated"] == 0 and results["team"]["gave_up"] == 0):  # fmt: skip
+                    failed("team", RuntimeError("the clones did not converge cleanly or a sync gave up (see the team table)"))
+            except Exception as error:
+                failed("team", error)
+            results["harness_seconds"]["team"] = round(time.perf_counter() - t, 1)
+            save()
         if "soak" in settings.only:
             t = time.perf_counter()
             try:

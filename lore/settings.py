@@ -30,6 +30,7 @@ DEFAULT_SERVER_MAX_RSS_MB = 512.0
 MIN_SERVER_MAX_RSS_MB = 32.0
 DEFAULT_CAPTURE_LLM_BUDGET = 20000
 DEFAULT_CAPTURE_LLM_TIMEOUT_S = 60.0
+DEFAULT_SYNC_PUSH_ATTEMPTS = 16
 CAPTURE_METHODS = ("heuristic", "llm")
 REFRESH_POLICIES = ("refresh", "warn", "ignore")
 HOOK_GAPS = ("nothing", "line")
@@ -66,6 +67,7 @@ class Settings(NamedTuple):
     capture_llm_budget: int = DEFAULT_CAPTURE_LLM_BUDGET  # LORE_CAPTURE_LLM_BUDGET: tokens per session
     capture_llm_timeout_s: float = DEFAULT_CAPTURE_LLM_TIMEOUT_S  # LORE_CAPTURE_LLM_TIMEOUT (at least 1)
     auto_accept: str = ""  # LORE_AUTO_ACCEPT: comma-separated kinds (or all) stored active, not as candidates
+    sync_push_attempts: int = DEFAULT_SYNC_PUSH_ATTEMPTS  # LORE_SYNC_PUSH_ATTEMPTS: pushes one lore sync tries (at least 1)
     # Not lore's, but they place its directories by default (Linux; lore.paths): read here with the rest.
     xdg_data_home: str | None = None  # XDG_DATA_HOME
     xdg_cache_home: str | None = None  # XDG_CACHE_HOME
@@ -141,6 +143,7 @@ class Settings(NamedTuple):
             capture_llm_budget=int(number("LORE_CAPTURE_LLM_BUDGET", DEFAULT_CAPTURE_LLM_BUDGET, 0, integer=True)),
             capture_llm_timeout_s=number("LORE_CAPTURE_LLM_TIMEOUT", DEFAULT_CAPTURE_LLM_TIMEOUT_S, 1, integer=False),
             auto_accept=auto_accept,
+            sync_push_attempts=int(number("LORE_SYNC_PUSH_ATTEMPTS", DEFAULT_SYNC_PUSH_ATTEMPTS, 1, integer=True)),
             xdg_data_home=text("XDG_DATA_HOME"),
             xdg_cache_home=text("XDG_CACHE_HOME"),
             xdg_state_home=text("XDG_STATE_HOME"),

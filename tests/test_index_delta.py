@@ -233,3 +233,30 @@ def test_a_delta_refresh_writes_the_same_files_from_the_checked_reader_as_from_t
     assert written[True] == written[False]
     assert written[True][1] == {"decision": 22} and written[True][4] == 1
     assert orjson.loads(written[True][0]["delta_dead"]) == [1, 5]
+
+
+def test_lines_inserted_before_the_last_indexed_ones_take_the_delta_path(data_dir: Path, tmp_path: Path) -> None:
+    # What `lore sync` makes of a clone's unpushed records when the remote moved on: the remote's new
+    # lines go in before them (a rebase). The index holds the clone's records already.
+    store = seed(data_dir, 40)
+    mgr = IndexManager(resolve_locations(data_dir))
+    assert mgr.build().mode == "full"
+    decisions = data_dir / DECISIONS
+    lines = decisions.read_bytes().splitlines(keepends=True)
+    pulled = [orjson.dumps({**orjson.loads(lines[0]), "id": f"dec-0000aa{n:02x}", "decision": f"Pulled decision {n} about kafka consumer lag"}) + b"\n"
+              for n in range(3)]  # fmt: skip
+    decisions.write_bytes(b"".join(lines[:37] + pulled + lines[37:]))
+    report = mgr.build()
+    assert (report.mode, report.delta, report.added) == ("incremental", True, 3)
+    # The moved lines named by an inserted one (an edit of a moved record): not this shape, a full refresh.
+    moved = orjson.loads(lines[39])
+    edited = orjson.dumps({**moved, "decision": "Moved decision, edited elsewhere"}) + b"\n"
+    now = decisions.read_bytes().splitlines(keepends=True)
+    decisions.write_bytes(b"".join([*now[:-1], edited, *now[-1:]]))
+    report = mgr.build()
+    assert report.mode == "incremental" and not report.delta
+    rebuilt = resolve_locations(data_dir, tmp_path / "rebuilt-index")
+    IndexManager(rebuilt).build(rebuild=True)
+    for query in QUERIES:
+        assert [i for i, _ in ranked(resolve_locations(data_dir), query)] == [i for i, _ in ranked(rebuilt, query)], query
+    del store

@@ -42,6 +42,7 @@ def test_values_are_parsed_as_the_surfaces_always_read_them() -> None:
     ("LORE_HOOK_REFRESH", "always"), ("LORE_SERVER", "sometimes"), ("LORE_SERVER_MAX_RSS_MB", "big"),
     ("LORE_SERVER_MAX_RSS_MB", "inf"), ("LORE_INDEX_REFRESH", "bogus"), ("LORE_CAPTURE", "sometimes"),
     ("LORE_CAPTURE_METHOD", "magic"), ("LORE_CAPTURE_LLM_BUDGET", "many"), ("LORE_CAPTURE_LLM_TIMEOUT", "0.5"),
+    ("LORE_SYNC_PUSH_ATTEMPTS", "0"), ("LORE_SYNC_PUSH_ATTEMPTS", "few"),
 ])  # fmt: skip
 def test_a_bad_value_is_a_usage_error_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(UsageError) as raised:

@@ -30,7 +30,8 @@ def sync(
     st = state(ctx)
     locations = st.locations
     report = engine.sync(locations.data_dir, remote=remote, dry_run=dry_run, setup_url=setup,
-                         index_dir=locations.index_dir, actor=st.settings.actor or default_actor())  # fmt: skip
+                         index_dir=locations.index_dir, actor=st.settings.actor or default_actor(),
+                         push_attempts=st.settings.sync_push_attempts)  # fmt: skip
     if as_json:
         typer.echo(orjson.dumps(report.as_json()).decode())
     else:

@@ -47,6 +47,13 @@ def merge_file(base: bytes, ours: bytes, theirs: bytes, path: str, notes: merge.
                work_tree: Path) -> bytes | None:  # fmt: skip
     """The merged content of ``path``, or None when lore has no rule for it (git's line merge then)."""
     name = path.rsplit("/", 1)[-1]
+    # One side left the file as the ancestor had it: the other side's bytes, as they are. The common case
+    # is a teammate joining (`--setup`): an empty file of a new data dir against the team's whole store,
+    # which a record merge would rewrite in creation order (a new blob of the whole file for everyone).
+    if ours == base:
+        return theirs
+    if theirs == base:
+        return ours
     if name.endswith(".jsonl"):
         return merge.merge_jsonl(base, ours, theirs, path, notes)
     if path.endswith("patterns/data/patterns.yaml"):

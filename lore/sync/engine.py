@@ -11,7 +11,9 @@ sync never commits or reads anything outside it, and never touches the index.
 from __future__ import annotations
 
 import contextlib
+import random
 import shlex
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ import orjson
 
 from lore.errors import LoreError, UsageError
 from lore.interpreter import lore_argv
+from lore.settings import DEFAULT_SYNC_PUSH_ATTEMPTS
 from lore.store.fileio import atomic_write, data_lock
 from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
 from lore.sync import driver
@@ -28,7 +31,9 @@ from lore.sync.git import Git, GitError
 
 DEFAULT_REMOTE = "origin"
 DEFAULT_BRANCH = "main"
-PUSH_ATTEMPTS = 5
+PUSH_ATTEMPTS = DEFAULT_SYNC_PUSH_ATTEMPTS  # LORE_SYNC_PUSH_ATTEMPTS; the sleeps between them add up to 56 s at most
+BACKOFF_FIRST_S = 0.2
+BACKOFF_CAP_S = 5.0
 DRY_RUN_REF = "refs/lore/dry-run"
 KIND_PLURAL = {
     "decision": "decisions", "pattern": "patterns", "anti_pattern": "anti-patterns", "lesson": "lessons",
@@ -81,8 +86,11 @@ class SyncReport:
     commit: str | None = None
     received: Changes = field(default_factory=Changes)
     merged: bool = False
+    rebased: bool = False  # this clone's commits were put on top of the remote's (no merge needed)
     pushed: bool = False
     push_attempts: int = 0
+    backoff_seconds: float = 0.0  # slept between push attempts
+    repacked: bool = False  # the clone's objects were folded into one pack
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     renames: list[dict[str, Any]] = field(default_factory=list)
     outgoing_commits: int = 0
@@ -93,7 +101,8 @@ class SyncReport:
             "remote_branch": self.remote_branch, "dry_run": self.dry_run, "initialised": self.initialised,
             "published": self.published, "committed": self.committed.as_json() if self.committed else None,
             "commit": self.commit, "received": self.received.as_json(), "merged": self.merged,
-            "pushed": self.pushed, "push_attempts": self.push_attempts, "conflicts": self.conflicts,
+            "rebased": self.rebased, "pushed": self.pushed, "push_attempts": self.push_attempts,
+            "backoff_seconds": round(self.backoff_seconds, 3), "repacked": self.repacked, "conflicts": self.conflicts,
             "renames": self.renames, "outgoing_commits": self.outgoing_commits,
         }  # fmt: skip
 
@@ -113,6 +122,52 @@ def driver_command() -> str:
 def configure_driver(git: Git) -> None:
     git.config_set("merge.lore.name", "lore records: merge by id, never lose one")
     git.config_set("merge.lore.driver", driver_command())
+
+
+# Set in a remote that is a bare repository on this machine's disks, when unset there: keep each push
+# as a pack (git's default unpacks a push of under 100 objects into loose objects, a whole copy of each
+# record file it changed), and fold the packs into one after each push (`receive.autogc` runs
+# `git gc --auto`), so that a record file's versions are stored as deltas of each other. A push that
+# lost the race left its objects behind (a whole copy of each record file it changed): they are
+# pruned after an hour instead of git's two weeks (an hour is far beyond any push in flight).
+REMOTE_PACKING = {"receive.unpackLimit": "1", "gc.autoPackLimit": "1", "gc.pruneExpire": "1.hour.ago"}
+
+
+def _keep_remote_packed(url: str | None) -> bool:
+    """Set REMOTE_PACKING in a remote that is a bare repository on disk (a path or ``file://``); True if it is one.
+
+    A remote on a server (ssh, https) keeps its own storage; an administrator's own value is never replaced.
+    """
+    if not url:
+        return False
+    path = Path(url.removeprefix("file://")).expanduser()
+    if not (path.is_dir() and (path / "objects").is_dir() and (path / "config").is_file() and (path / "HEAD").is_file()):
+        return False
+    remote = Git(path)
+    for key, value in REMOTE_PACKING.items():
+        if remote.run("config", "--file", str(path / "config"), "--get", key, check=False).stdout.strip() == "":
+            remote.run("config", "--file", str(path / "config"), key, value, check=False)
+    return True
+
+
+LOOSE_SHARE = 4  # repack once the loose objects weigh this many times the packs (amortises the repack)
+
+
+def _keep_packed(git: Git) -> bool:
+    """Fold this clone's loose objects and packs into one pack, so each record file's versions are deltas.
+
+    Each commit of a record file stores the whole file as a loose object (compressed, but whole); a
+    repack stores it as a delta of the previous version, a few hundred bytes for a few appended records.
+    A repack rewrites the whole pack (docs/sync.md has its cost by store size), so it runs once the
+    loose objects outweigh the packs LOOSE_SHARE times (or a fetch left a second pack): the object
+    store stays under about LOOSE_SHARE + 1 times its packed size. Run after a sync that moved HEAD;
+    True if it repacked.
+    """
+    counts = git.count_objects()
+    loose_kib, packed_kib, packs = counts.get("size", 0), counts.get("size-pack", 0), counts.get("packs", 0)
+    if packs <= 1 and (counts.get("count", 0) == 0 or loose_kib < max(1024, LOOSE_SHARE * packed_kib)):
+        return False
+    return git.run("repack", "-a", "-d", "-q", check=False).ok
 
 
 def _resolved(path: Path) -> Path:
@@ -239,6 +294,8 @@ def compare_files(before: dict[str, bytes | None], after: dict[str, bytes | None
     for path in sorted(set(before) | set(after)):
         if not _is_record_path(path) or path == GRAPH.as_posix():
             continue
+        if _count_appended(changes, path, before.get(path), after.get(path)):
+            continue
         old, new = record_versions(path, before.get(path)), record_versions(path, after.get(path))
         for record_id, (kind, value) in new.items():
             previous = old.get(record_id)
@@ -252,6 +309,39 @@ def compare_files(before: dict[str, bytes | None], after: dict[str, bytes | None
             if record_id not in new:
                 changes.deleted[kind] += 1
     return changes
+
+
+def appended_tail(old: bytes | None, new: bytes | None) -> bytes | None:
+    """The whole lines ``new`` adds after ``old`` when it only appends to it (lore's writes of new JSONL records); else None."""
+    if old is None or new is None or len(new) < len(old) or not new.startswith(old):
+        return None
+    if old and not old.endswith(b"\n"):
+        return None  # a partial last line: an append may have completed it
+    return new[len(old):]
+
+
+def _count_appended(changes: Changes, path: str, old: bytes | None, new: bytes | None) -> bool:
+    """Count the new records of a JSONL file that only grew, parsing the appended lines alone; False: parse both whole.
+
+    An appended line whose id the old text names anywhere (an edit appended as a line, a reference) is left
+    to the whole-file comparison, which tells a changed record from a new one.
+    """
+    from lore.store.records import Record
+    from lore.sync.merge import record_versions, version_raw
+
+    if not path.endswith(".jsonl"):
+        return False
+    tail = appended_tail(old, new)
+    if tail is None:
+        return False
+    appended = record_versions(path, tail)
+    if any(b'"' + record_id.encode() + b'"' in (old or b"") for record_id in appended):
+        return False
+    for record_id, (kind, value) in appended.items():
+        changes.new[kind] += 1
+        project = Record(kind, record_id, version_raw(value)).project or "-"
+        changes.new_by_project.setdefault(kind, Counter())[project] += 1
+    return True
 
 
 def _worktree_files(data_dir: Path, paths: list[str]) -> dict[str, bytes | None]:
@@ -492,6 +582,8 @@ def _merge(git: Git, data_dir: Path, theirs: str | None, label: str, actor: str,
             git.run("reset", "-q", "--hard", theirs)
         else:
             git.run("merge", "-q", "--ff-only", theirs)
+    elif _rebase(git, theirs, actor, report):
+        return
     else:
         base = git.merge_base(head, theirs)
         args = ["merge", "-q", "--no-ff", "--no-commit", *(["--allow-unrelated-histories"] if base is None else []), theirs]
@@ -519,12 +611,110 @@ def _merge(git: Git, data_dir: Path, theirs: str | None, label: str, actor: str,
     report.received.add(changes_between(git, head, new_head))
 
 
+Entry = tuple[str, str]  # (mode, blob id) of a path in a tree
+
+
+def _rebased_entries(git: Git, base: str, head: str, theirs: str) -> dict[str, Entry | None] | None:
+    """What each path this clone changed since ``base`` becomes on top of ``theirs``, or None when a merge is needed.
+
+    A path only this clone changed keeps its blob (None: deleted). A JSONL file both sides only appended to
+    becomes theirs followed by this clone's new lines, when no id (or malformed line) was appended on both
+    sides. Anything else (an edit, a patterns.yaml or graph.json both changed, a file both added) needs the
+    record merge. Only the files both sides changed are read, and of those only the appended lines parsed.
+    """
+    from lore.sync.merge import jsonl_keys
+
+    def changed(old: str, new: str) -> set[str]:
+        return {p for p in git.out("diff", "--name-only", "-z", "--no-renames", old, new).split("\0") if p}
+
+    ours_changed, theirs_changed = changed(base, head), changed(base, theirs)
+    both = sorted(ours_changed & theirs_changed)
+    if any(not p.endswith(".jsonl") for p in both):
+        return None
+    entries: dict[str, Entry | None] = dict.fromkeys(ours_changed)
+    entries.update(git.tree_entries(head, sorted(ours_changed)))
+    if both:
+        bases, ours, theirs_blobs = git.blobs(base, both), git.blobs(head, both), git.blobs(theirs, both)
+        for path in both:
+            their_data = theirs_blobs.get(path)
+            our_tail = appended_tail(bases.get(path), ours.get(path))
+            their_tail = appended_tail(bases.get(path), their_data)
+            if our_tail is None or their_tail is None or their_data is None:
+                return None
+            if their_data and not their_data.endswith(b"\n"):
+                return None
+            if set(jsonl_keys(our_tail)) & set(jsonl_keys(their_tail)):
+                return None  # an id minted (or a line written) on both sides: the merge's duplicate rule decides
+            mode = (entries.get(path) or ("100644", ""))[0]
+            entries[path] = (mode, git.hash_object(their_data + our_tail))
+    return entries
+
+
+def _rebase(git: Git, theirs: str, actor: str, report: SyncReport) -> bool:
+    """Put this clone's own unpushed commits on top of ``theirs`` as one commit, without the record merge.
+
+    The cheap way to join a remote that moved on while this clone only appended records: no three-way
+    parse of the record files. False (nothing changed) when it does not apply: the unpushed commits are
+    not all lore's own, the histories are unrelated, or both sides touched one record file other than by
+    appending distinct records. The caller holds the data lock and has committed everything.
+    """
+    head = git.head()
+    if head is None:
+        return False
+    base = git.merge_base(head, theirs)
+    if base is None:
+        return False
+    subjects = git.out("log", "--format=%s", f"{base}..{head}").splitlines()
+    if not subjects or not all(subject.startswith("lore: ") for subject in subjects):
+        return False
+    entries = _rebased_entries(git, base, head, theirs)
+    if entries is None:
+        return False
+    tree = git.tree_with(theirs, entries)
+    paths = [p for p in entries if _is_record_path(p)]
+    ours = compare_files(_commit_files(git, base, paths), _commit_files(git, head, paths))
+    subject = "lore: " + describe(ours) if not ours.empty else "lore: data dir files"
+    body = f"Recorded by {actor}; committed by `lore sync` on top of {theirs[:10]} (no merge needed)."
+    commit = git.out("commit-tree", tree, "-p", theirs, "-m", subject, "-m", body)
+    git.run("reset", "-q", "--keep", commit)
+    report.rebased = True
+    if report.commit is not None:
+        report.commit = commit
+    report.received.add(changes_between(git, base, theirs))
+    return True
+
+
 def _push_refused_for_retry(output: str) -> bool:
     return "rejected" in output and any(word in output for word in _RETRYABLE_PUSH)
 
 
+def _backoff(attempt: int, rng: random.Random) -> float:
+    """Sleep before push attempt ``attempt + 1``: exponential with full jitter, so racing clones spread out."""
+    seconds = rng.uniform(BACKOFF_FIRST_S / 2, min(BACKOFF_CAP_S, BACKOFF_FIRST_S * 2 ** (attempt - 1)))
+    time.sleep(seconds)
+    return seconds
+
+
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip() and line.strip() != "Done"]
+    return lines[-1] if lines else "no message"
+
+
+def _push_error(label: str, output: str) -> SyncError:
+    """A push refused for a reason another attempt cannot fix, with a hint that fits git's words."""
+    lowered = output.lower()
+    if any(word in lowered for word in ("permission denied", "authentication", "could not read username",
+                                        "access denied", "403", "401", "not authorized", "read-only")):  # fmt: skip
+        hint = "check your access to the remote; your commits are safe in the data dir's repository"
+    elif "hook declined" in lowered or "pre-receive" in lowered or "protected branch" in lowered:
+        hint = "the remote's rules refused the commits (a server-side hook or branch protection); your commits are safe in the data dir's repository"
+    else:
+        hint = "your commits are safe in the data dir's repository; run lore sync again once the remote accepts pushes"
+    return SyncError(f"git push to {label} was refused: {output}", hint=hint)
+
+
 def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, setup_url: str | None = None,
-         index_dir: Path | None = None, actor: str = "lore") -> SyncReport:  # fmt: skip
+         index_dir: Path | None = None, actor: str = "lore", push_attempts: int = PUSH_ATTEMPTS) -> SyncReport:  # fmt: skip
     """Commit, fetch, merge and push the data dir (``setup_url``: connect it to that remote first)."""
     from lore.store import Store
 
@@ -568,10 +758,13 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
     Store(data_dir, actor=actor).init(git=True)  # the attributes that route record files to the driver, the ignores
     configure_driver(git)
     _exclude_index(git, data_dir, index_dir)
+    _keep_remote_packed(git.remote_url(chosen))
+    start_head = git.head()
     with data_lock(data_dir):
         report.committed, report.commit = _commit_local(git, data_dir, actor, dry_run=False)
     tracking = f"refs/remotes/{chosen}/{target}"
-    for attempt in range(1, PUSH_ATTEMPTS + 1):
+    jitter = random.Random()
+    for attempt in range(1, push_attempts + 1):
         theirs = git.fetch(chosen, target, tracking)
         with data_lock(data_dir):
             later, commit = _commit_local(git, data_dir, actor, dry_run=False)  # written while we fetched
@@ -592,9 +785,18 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
             report.published = theirs is None
             git.run("update-ref", tracking, head)
             break
-        if not _push_refused_for_retry(pushed.output) or attempt == PUSH_ATTEMPTS:
-            raise SyncError(f"git push to {label} failed: {pushed.output}",
-                            hint="check your access to the remote; your commits are safe in the data dir's repository")  # fmt: skip
+        if not _push_refused_for_retry(pushed.output):
+            raise _push_error(label, pushed.output)
+        if attempt == push_attempts:
+            raise SyncError(
+                f"git push to {label} lost the race {attempt} time(s): another clone pushed first each time "
+                f"(the remote moved on; git said: {_last_line(pushed.output)})",
+                hint="your commits are safe in the data dir's repository; run lore sync again "
+                     "(LORE_SYNC_PUSH_ATTEMPTS allows more attempts)",
+            )  # fmt: skip
+        report.backoff_seconds += _backoff(attempt, jitter)
+    if git.head() != start_head:
+        report.repacked = _keep_packed(git)
     if git.config_get(f"branch.{branch}.remote") is None:
         git.run("config", f"branch.{branch}.remote", chosen)
         git.run("config", f"branch.{branch}.merge", f"refs/heads/{target}")

@@ -205,6 +205,46 @@ class Git:
             offset += size + 1
         return found
 
+    def tree_entries(self, rev: str, paths: list[str]) -> dict[str, tuple[str, str]]:
+        """(mode, blob id) of each of ``paths`` that ``rev`` holds (one ``ls-tree`` for all of them)."""
+        if not paths:
+            return {}
+        found = {}
+        for entry in self.out("ls-tree", "-z", rev, "--", *paths).split("\0"):
+            if "\t" in entry:
+                meta, path = entry.split("\t", 1)
+                mode, _, oid = meta.split()
+                found[path] = (mode, oid)
+        return found
+
+    def hash_object(self, data: bytes) -> str:
+        """Write ``data`` as a blob into the object store; its id."""
+        return self.run("hash-object", "-w", "--stdin", input=data).stdout.strip()
+
+    def tree_with(self, rev: str, entries: Mapping[str, tuple[str, str] | None]) -> str:
+        """The id of ``rev``'s tree with ``entries`` put in (None: the path removed), built in a scratch index."""
+        index = self.git_dir() / "lore-scratch-index"
+        index.unlink(missing_ok=True)
+        env = {"GIT_INDEX_FILE": str(index)}
+        lines = [f"0 {'0' * 40}\t{path}" if entry is None else f"{entry[0]} {entry[1]}\t{path}"
+                 for path, entry in entries.items()]  # fmt: skip
+        try:
+            self.run("read-tree", rev, env=env)
+            if lines:
+                self.run("update-index", "-z", "--index-info", input="".join(line + "\0" for line in lines).encode(), env=env)
+            return self.run("write-tree", env=env).stdout.strip()
+        finally:
+            index.unlink(missing_ok=True)
+
+    def count_objects(self) -> dict[str, int]:
+        """``git count-objects -v`` as numbers: ``count`` loose objects (``size`` KiB), ``packs`` (``size-pack`` KiB)."""
+        found = {}
+        for line in self.out("count-objects", "-v").splitlines():
+            key, _, value = line.partition(":")
+            if value.strip().isdigit():
+                found[key.strip()] = int(value.strip())
+        return found
+
     def changed_paths(self) -> list[str]:
         """Paths with uncommitted changes (staged or not, untracked included, ignored excluded)."""
         out = self.run("status", "--porcelain", "-z", "--untracked-files=all").stdout

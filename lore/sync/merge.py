@@ -455,6 +455,11 @@ def _jsonl_entries(data: bytes) -> Entries:
     return entries
 
 
+def jsonl_keys(data: bytes) -> list[str]:
+    """The id of each line of a JSONL text (a line that is not a record: its text), as the merge matches them."""
+    return [key for key, _ in _jsonl_entries(data)]
+
+
 def merge_jsonl(base: bytes, ours: bytes, theirs: bytes, path: str, notes: Notes) -> bytes:
     default_kind = JSONL_KINDS.get(path.rsplit("/", 1)[-1], "observation")
 
