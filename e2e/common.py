@@ -384,11 +384,13 @@ def demo_prompts_inject_answers(agent: Agent) -> None:
     run.lore_cli("server", "start", env=env)
     try:
         measured_null_evidence(index)
+        started = time.monotonic()
         for demo in DEMO_PROMPTS:
             work = run.root / "demo-work" / demo.project
             (work / ".claude").mkdir(parents=True, exist_ok=True)
             (work / ".claude" / "project.yaml").write_text(f"project:\n  name: {demo.project}\n")
             with run.working_in(work):
                 run.step(f"demo prompt ({demo.project}) {demo.prompt!r}", partial(demo_prompt_arrives, agent, demo, env))
+        run.figures[f"demo prompts: {len(DEMO_PROMPTS)} runs of {agent.name}, s"] = round(time.monotonic() - started, 1)
     finally:
         run.stop_helpers(env)
