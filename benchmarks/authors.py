@@ -33,11 +33,19 @@ from typing import Any
 
 from benchmarks import stream
 
-MAX_FULL_DROP = 0.07
-MAX_REACH_DROP = 0.02
-ITEM_THRESHOLDS = (0.0, 0.1, 0.2, 0.3)
+# The costs a block may have, on the training groups (the issue's goals): characters per prompt,
+# the precision of full items, the shares of unanswerable prompts that get no full item and nothing.
+MAX_CHARS = 400
+MIN_FULL_PRECISION = 0.45
+MIN_LEFT_WITHOUT_FULL = 0.85
+MIN_LEFT_EMPTY = 0.65
+ITEM_THRESHOLDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)
+FULL_STEPS = tuple(step / 100 for step in range(20, 91, 10))
+POINTER_STEPS = tuple(step / 100 for step in range(2, 61, 2))
 STEPS = tuple(step / 100 for step in range(0, 91))
 L2 = 1.0  # ridge on every weight but the bias
+# Features whose weight may take either sign; every evidence's must not be negative.
+SIGNED = frozenset({"bias", "log_terms", "top_other", "rank", "other"})
 
 
 @dataclass
@@ -123,7 +131,8 @@ def score(prepared: Sequence[Prepared], settings: Any) -> list[Scored]:
 
 
 def simulate(scored: Sequence[Scored], full_t: float, pointer_t: float, item_t: float, *, always: bool = False,
-             max_full: int = 3, max_pointers: int = 3, repeat_t: float = 0.9) -> list[stream.Outcome]:  # fmt: skip
+             max_full: int = 3, max_pointers: int = 3, after_full: int = 3,
+             repeat_t: float = 0.9) -> list[stream.Outcome]:  # fmt: skip
     """``inject.decide``'s tiers and session rules over scored prompts, with the block's length."""
     fence, header, pointer_header = _overhead()
     outcomes = []
@@ -136,18 +145,18 @@ def simulate(scored: Sequence[Scored], full_t: float, pointer_t: float, item_t: 
         hits = s.prompt.hits
         if hits and always:
             full = [h for h in hits if h.full_chars is not None]
-        elif hits and s.gate >= full_t:
+        elif hits and s.gate >= pointer_t:
             for rank, (h, p) in enumerate(zip(hits, s.items, strict=True)):
                 if len(full) >= max_full:
                     break
-                if rank > 0 and p < item_t:
+                if not ((rank == 0 and s.gate >= full_t) or p >= item_t) or h.full_chars is None:
                     continue
                 if h.id in full_before and not (rank == 0 and s.gate >= repeat_t):
                     continue
                 full.append(h)
-            full = [h for h in full if h.full_chars is not None]
-        elif hits and s.gate >= pointer_t:
-            pointers = [h for h in hits if h.id not in full_before and h.id not in pointed_before][:max_pointers]
+            chosen = {h.id for h in full}
+            pointers = [h for h in hits if h.id not in chosen and h.id not in full_before
+                        and h.id not in pointed_before][:max_pointers]  # fmt: skip
         chars = 0
         if full or pointers:
             chars = fence + sum((h.full_chars or 0) + 1 for h in full) + (header if full else 0)
@@ -161,20 +170,35 @@ def simulate(scored: Sequence[Scored], full_t: float, pointer_t: float, item_t: 
     return outcomes
 
 
-def logistic_fit(rows: list[list[float]], labels: list[float]) -> tuple[float, ...]:
-    """Ridge-penalised logistic regression by Newton's method (a dozen features: exact in a few steps)."""
+def logistic_fit(rows: list[list[float]], labels: list[float], monotone: Sequence[bool] = ()) -> tuple[float, ...]:
+    """Ridge-penalised logistic regression by Newton's method (a dozen features: exact in a few steps).
+
+    ``monotone``: the features whose weight may not be negative (more evidence never lowers a
+    score). A fit that gives one a negative weight is redone without it (an active set), so
+    correlated evidence cannot cancel out with opposite signs and extrapolate wildly outside
+    what it was fitted on (a prompt matching nothing scored above one whose answer ranked first).
+    """
     import numpy as np
 
     x, y = np.asarray(rows, dtype=float), np.asarray(labels, dtype=float)
-    w = np.zeros(x.shape[1])
-    ridge = L2 * np.diag(np.r_[0.0, np.ones(x.shape[1] - 1)])
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-x @ w))
-        step = np.linalg.solve((x.T * (p * (1 - p))) @ x + ridge, x.T @ (p - y) + ridge @ w)
-        w -= step
-        if float(np.abs(step).max()) < 1e-9:
-            break
-    return tuple(round(float(v), 4) for v in w)
+    held = np.zeros(x.shape[1], dtype=bool)
+    while True:
+        w = np.zeros(x.shape[1])
+        free = ~held
+        xs = x[:, free]
+        ridge = L2 * np.diag(np.r_[0.0, np.ones(xs.shape[1] - 1)])
+        ws = np.zeros(xs.shape[1])
+        for _ in range(50):
+            p = 1.0 / (1.0 + np.exp(-xs @ ws))
+            step = np.linalg.solve((xs.T * (p * (1 - p))) @ xs + ridge, xs.T @ (p - y) + ridge @ ws)
+            ws -= step
+            if float(np.abs(step).max()) < 1e-9:
+                break
+        w[free] = ws
+        negative = [i for i, m in enumerate(monotone) if m and not held[i] and w[i] < 0]
+        if not negative:
+            return tuple(round(float(v), 4) for v in w)
+        held[min(negative, key=lambda i: w[i])] = True
 
 
 def fit(prepared_warm: Sequence[Prepared], prepared_lexical: Sequence[Prepared], without: frozenset[str] = frozenset()) -> Any:
@@ -203,9 +227,9 @@ def fit(prepared_warm: Sequence[Prepared], prepared_lexical: Sequence[Prepared],
             for h in p.hits:
                 item_x.append([0.0 if dropped(n) else h.evidence.get(n, 0.0) for n in item_names])
                 item_y.append(1.0 if h.id in relevant else 0.0)
-        fitted[f"{prefix}_gate"] = logistic_fit(gate_x, gate_y)
-        fitted[f"{prefix}_item"] = logistic_fit(item_x, item_y)
-    return inject.DEFAULT_SETTINGS._replace(**fitted)
+        fitted[f"{prefix}_gate"] = logistic_fit(gate_x, gate_y, [n not in SIGNED for n in gate_names])
+        fitted[f"{prefix}_item"] = logistic_fit(item_x, item_y, [n not in SIGNED for n in item_names])
+    return inject.DEFAULT_SETTINGS._replace(**fitted)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -234,33 +258,46 @@ class Groups:
         return fit([p for g in names for p in self.warm[g]], [p for g in names for p in self.lexical[g]], without)
 
 
+def _within_costs(figures: dict[str, Any]) -> bool:
+    return (figures["chars_per_prompt"] <= MAX_CHARS and figures["precision_full"] >= MIN_FULL_PRECISION
+            and figures["left_without_full"] >= MIN_LEFT_WITHOUT_FULL and figures["left_empty"] >= MIN_LEFT_EMPTY)  # fmt: skip
+
+
 def choose(scored: Sequence[Scored]) -> dict[str, float]:
-    """The rule (module docstring) over out-of-fold scored prompts: the full, item and pointer thresholds."""
+    """The rule (module docstring) over out-of-fold scored prompts: the full, item and pointer thresholds.
+
+    For each full and item threshold, the lowest pointer threshold whose blocks are within the
+    characters and the left-empty share (both only fall as it rises, as reach does: found by
+    bisection over ``POINTER_STEPS``); of those within every cost, the one that reaches the
+    agent most, in full or as pointers, and then in full.
+    """
     always = stream.measures(simulate(scored, 0, 0, 0, always=True))["hit"]
     best: tuple[tuple[float, float], dict[str, float]] | None = None
     for item_t in ITEM_THRESHOLDS:
-        chosen_full = None
-        for full_t in STEPS:
-            figures = stream.measures(simulate(scored, full_t, full_t, item_t))
-            if figures["hit_full"] + 1e-9 < always - MAX_FULL_DROP:
-                break
-            chosen_full = (full_t, figures)
-        if chosen_full is None:
-            continue
-        full_t, figures = chosen_full
-        key = (figures["precision_full"], figures["left_without_full"])
-        if best is None or key > best[0]:
-            best = (key, {"full": full_t, "item": item_t})
-    assert best is not None
-    full_t, item_t = best[1]["full"], best[1]["item"]
-    pointer_t = 0.0
-    for candidate in STEPS:
-        if candidate > full_t:
-            break
-        if stream.measures(simulate(scored, full_t, candidate, item_t))["hit"] + 1e-9 < always - MAX_REACH_DROP:
-            break
-        pointer_t = candidate
-    return {"full": full_t, "item": item_t, "pointer": pointer_t, "always_hit": always}
+        for full_t in FULL_STEPS:
+            steps = [t for t in POINTER_STEPS if t <= full_t]
+
+            def cheap(figures: dict[str, Any]) -> bool:
+                return figures["chars_per_prompt"] <= MAX_CHARS and figures["left_empty"] >= MIN_LEFT_EMPTY
+
+            if not cheap(stream.measures(simulate(scored, full_t, steps[-1], item_t))):
+                continue
+            low, high = 0, len(steps) - 1  # steps[high] is cheap enough; find the lowest that is
+            while low < high:
+                middle = (low + high) // 2
+                if cheap(stream.measures(simulate(scored, full_t, steps[middle], item_t))):
+                    high = middle
+                else:
+                    low = middle + 1
+            figures = stream.measures(simulate(scored, full_t, steps[high], item_t))
+            if not _within_costs(figures):
+                continue
+            key = (figures["hit"] + figures["hit_full"], figures["hit"])
+            if best is None or key > best[0]:
+                best = (key, {"full": full_t, "item": item_t, "pointer": steps[high]})
+    if best is None:  # no point meets the costs: the strictest one tried
+        best = ((0.0, 0.0), {"full": FULL_STEPS[-1], "item": ITEM_THRESHOLDS[-1], "pointer": POINTER_STEPS[-1]})
+    return {**best[1], "always_hit": always}
 
 
 def out_of_fold(groups: Groups, names: Sequence[str], without: frozenset[str] = frozenset(),
@@ -272,10 +309,15 @@ def out_of_fold(groups: Groups, names: Sequence[str], without: frozenset[str] = 
     return [s for g in names for s in score(table[g], groups.fit_on([n for n in names if n != g], without))]
 
 
-def apply(settings: Any, thresholds: dict[str, float]) -> Any:
-    """``settings`` with the chosen thresholds (the hook's cold path reads the warm ones: its hits carry cosines)."""
-    return settings._replace(warm_gate_threshold=thresholds["full"], warm_item_threshold=thresholds["item"],
-                             warm_pointer_threshold=thresholds["pointer"])  # fmt: skip
+def apply(settings: Any, thresholds: dict[str, float], lexical: dict[str, float] | None = None) -> Any:
+    """``settings`` with the chosen thresholds (the hook's cold path reads the warm ones: its hits carry cosines);
+    ``lexical``: those of BM25 alone (an index without readable vectors), the ``cold_*`` ones."""
+    settings = settings._replace(warm_gate_threshold=thresholds["full"], warm_item_threshold=thresholds["item"],
+                                 warm_pointer_threshold=thresholds["pointer"])  # fmt: skip
+    if lexical is not None:
+        settings = settings._replace(cold_gate_threshold=lexical["full"], cold_item_threshold=lexical["item"],
+                                     cold_pointer_threshold=lexical["pointer"])  # fmt: skip
+    return settings
 
 
 def leave_one_out(groups: Groups, without: frozenset[str] = frozenset()) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def _measure(work: Path, progress: Progress, prompt_limit: int | None, start_run
         if is_trivial(prompt):
             skipped += 1
             continue
-        text, _ids = context_for_prompt(session, prompt, None, DEFAULT_BUDGET, None)
+        text = context_for_prompt(session, prompt, None, DEFAULT_BUDGET, None).text
         if text:
             blocks.append(len(text))
             outputs.append(len(hook_output("UserPromptSubmit", text)))

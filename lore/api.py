@@ -261,20 +261,25 @@ class Lore:
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
         """The agent-ready block of the most relevant memories within a token budget (as `lore context`)."""
-        from lore.context import CHARS_PER_TOKEN, TERMINAL, block_for
-        from lore.rank import null
+        from lore.context import TERMINAL, asked, context_for
 
         if budget_tokens < 10 or max_items < 1:
             raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
         # A context block is what an agent is handed: candidates awaiting review never go in it.
-        response = self._search(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
-        reader = self._session.reader if self._session is not None else None
-        return block_for(response, TERMINAL._replace(budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items),
-                         project=self.project, null=null.load(reader.directory if reader else None))  # fmt: skip
+        options = self._options(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
+        return context_for(self._open_session(), query, options, asked(TERMINAL, budget_tokens, max_items),
+                           project=self.project, policy=self.settings.index_refresh)  # fmt: skip
 
     def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> SearchResponse:
+        from lore.search import search
+
+        opts = self._options(query, options)
+        return search(self._open_session(), query, opts, policy=self.settings.index_refresh, log_access=log_access)
+
+    def _options(self, query: str, options: dict[str, Any]) -> Any:
+        """The search options for ``options`` (``SEARCH_OPTIONS``), checked; the data dir must exist."""
         from lore.paths import require_data_dir
-        from lore.search import SearchSession, search, search_options
+        from lore.search import search_options
 
         if not query.strip():
             raise UsageError("the query is empty")
@@ -283,10 +288,14 @@ class Lore:
             raise UsageError(f"unknown search option {unknown[0]!r}", hint="options: " + ", ".join(sorted(SEARCH_OPTIONS)))
         require_data_dir(self.data_dir)
         opts = search_options(**options, current_project=self.project)
-        opts = opts._replace(retrieval_limit=max(opts.retrieval_limit, opts.limit))
+        return opts._replace(retrieval_limit=max(opts.retrieval_limit, opts.limit))
+
+    def _open_session(self) -> Any:
+        from lore.search import SearchSession
+
         if self._session is None:
             self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
-        return search(self._session, query, opts, policy=self.settings.index_refresh, log_access=log_access)
+        return self._session
 
     # -- capture from sessions ------------------------------------------------------------
     def capture_session(self, path: str | Path, *, session_id: str | None = None, method: str | None = None,

@@ -150,6 +150,7 @@ def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[
     hits = [inject.Hit(h.id, h.project, h.title, h.content, h.channel_scores.get("vector", 0.0) if vectors else None,
                        h.passage_cosine)
             for h in response.hits[:max_items]]  # fmt: skip
+    project = project if response.project_known else None
     decision = inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, pointed=pointed,
                              null=null, settings=settings, asked=asked)  # fmt: skip
     young = 0 < response.records < inject.YOUNG_STORE_RECORDS
@@ -332,6 +333,29 @@ def block_for(response: SearchResponse, profile: Profile, *, project: str | None
                       settings=settings, asked=profile.asked)  # fmt: skip
     return assemble(response, budget_chars=profile.budget_chars, max_items=profile.max_items, fmt=profile.fmt,
                     fenced=profile.fenced, gap_line=profile.gap_line, decision=decision)  # fmt: skip
+
+
+def asked(profile: Profile, budget_tokens: int, max_items: int, **changes: Any) -> Profile:
+    """A surface's profile for a block someone asked for, its budget in tokens (``CHARS_PER_TOKEN``)."""
+    return profile._replace(budget_chars=budget_tokens * CHARS_PER_TOKEN, max_items=max_items, **changes)
+
+
+def context_for(session: Any, query: str, options: Any, profile: Profile, *, project: str | None = None,
+                seen: tuple[str, ...] = (), pointed: tuple[str, ...] = (), policy: str = "ignore",
+                use_llm: bool = True, log_access: bool = True,
+                settings: inject.InjectSettings | None = None) -> ContextBlock:  # fmt: skip
+    """The context recipe every surface runs (``lore context``, MCP ``context``, ``Lore.context``, the warm helper and
+    the prompt hook's in-process path): the search, the store's own null evidence, then ``block_for``.
+
+    ``session`` is a ``lore.search.SearchSession``; the cold hook, which searches without one, calls ``block_for``.
+    """
+    from lore.rank import null
+    from lore.search import search
+
+    response = search(session, query, options, policy=policy, use_llm=use_llm, log_access=log_access)
+    reader = session.reader
+    return block_for(response, profile, project=project, seen=seen, pointed=pointed,
+                     null=null.load(reader.directory if reader else None), settings=settings)  # fmt: skip
 
 
 def _layout(fmt: str) -> str:

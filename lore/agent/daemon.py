@@ -545,12 +545,12 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any =
         elif reader is None or reader.meta.data_dir != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:
-            seen = request.get("seen")
-            text, ids = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),
-                                           int(request.get("budget", 1500)), None, bool(request.get("gap_line")),
-                                           policy="ignore",
-                                           seen=tuple(str(i) for i in seen) if isinstance(seen, list) else ())  # fmt: skip
-            reply = {"ok": True, "text": text, "ids": list(ids)}
+            seen, pointed = request.get("seen"), request.get("pointed")
+            handed = context_for_prompt(session, str(request.get("prompt", "")), request.get("cwd"),
+                                        int(request.get("budget", 1500)), None, bool(request.get("gap_line")),
+                                        policy="ignore", seen=tuple(str(i) for i in seen) if isinstance(seen, list) else (),
+                                        pointed=tuple(str(i) for i in pointed) if isinstance(pointed, list) else ())  # fmt: skip
+            reply = {"ok": True, "text": handed.text, "ids": list(handed.ids), "pointers": list(handed.pointers)}
         conn.sendall(json.dumps(reply).encode() + b"\n")
         if not reply.get("ok"):
             return "declined"

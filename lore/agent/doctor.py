@@ -48,6 +48,7 @@ class AgentSide:
     helper: dict[str, Any] = field(default_factory=dict)
     index: dict[str, Any] = field(default_factory=dict)
     hook_log: dict[str, Any] = field(default_factory=dict)
+    prompts: dict[str, Any] = field(default_factory=dict)  # what the prompt hook handed lately (agent.log.prompt_summary)
     lines: list[str] = field(default_factory=list)  # the human report, problems aside
     problems: list[Problem] = field(default_factory=list)
 
@@ -60,7 +61,7 @@ class AgentSide:
                 "claude_code_mcp": [{"scope": m.scope, "path": m.path, "command": m.command, **m.program.as_dict()}
                                     for m in self.claude_mcp],
                 "helper": self.helper, "index": self.index, "hook_log": self.hook_log,
-                "problems": [p.as_dict() for p in self.problems]}  # fmt: skip
+                "prompts": self.prompts, "problems": [p.as_dict() for p in self.problems]}  # fmt: skip
 
 
 def _label(agent: str) -> str:
@@ -288,6 +289,15 @@ def check_hook_log(side: AgentSide, settings: Settings, now: float | None = None
         side.problems.append(Problem("hook-log", str(path), f"{stamp} {kind}: {message}"))
 
 
+def check_prompts(side: AgentSide, settings: Settings, now: float | None = None) -> None:
+    """What the prompt hook handed over the last days: the share of prompts per tier, characters per prompt."""
+    from lore.agent.log import prompt_summary, summary_line
+    from lore.paths import cache_dir
+
+    side.prompts = prompt_summary(cache_dir(settings), now=now)
+    side.lines.append(summary_line(side.prompts))
+
+
 def check_settings(side: AgentSide, settings: Settings) -> None:
     if not settings.hook:
         side.lines.append("LORE_HOOK is off in this environment: where the agent has it too, the hooks inject nothing")
@@ -303,4 +313,5 @@ def diagnose_agent_side(locations: Locations, settings: Settings, cwd: Path | No
     live = check_index(side, locations)
     check_helper(side, locations, settings, live)
     check_hook_log(side, settings)
+    check_prompts(side, settings)
     return side

@@ -19,8 +19,8 @@ import sys
 import time
 from typing import NamedTuple  # loaded with lore.settings anyway
 
-from lore.agent.log import log_failure
-from lore.agent.prompt import cold_context_for_prompt, context_for_prompt
+from lore.agent.log import log_failure, log_prompt
+from lore.agent.prompt import NOTHING, Handed, cold_context_for_prompt, context_for_prompt
 from lore.settings import DEFAULT_HOOK_BUDGET, DEFAULT_HOOK_DEADLINE_MS, Settings
 
 # Importing typing costs ~5-25 ms; the hook only needs it for the type checker.
@@ -313,17 +313,19 @@ def remember_last_prompt(session_id: str | None, prompt: str, settings: Settings
         log_failure("last-prompt", repr(exc))
 
 
-def _reply_answer(reply: dict[str, Any] | None) -> tuple[str, tuple[str, ...]] | None:
-    """The helper's block and ids; None when no helper answered (or its reply is not one)."""
+def _reply_answer(reply: dict[str, Any] | None) -> Handed | None:
+    """The helper's block, its ids and pointers; None when no helper answered (or its reply is not one)."""
     if reply is None or not isinstance(reply.get("text"), str):
         return None
-    ids = reply.get("ids")
-    return reply["text"], tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+    ids, pointers = reply.get("ids"), reply.get("pointers")
+    return Handed(reply["text"], tuple(str(i) for i in ids) if isinstance(ids, list) else (),
+                  tuple(str(i) for i in pointers) if isinstance(pointers, list) else ())  # fmt: skip
 
 
-# Memories injected earlier in a session, so that the next prompts do not inject them again:
-# the agent has them in its context already. One small file per session under the state dir.
-INJECTED_KEEP = 200  # ids remembered per session, newest last
+# Memories handed earlier in a session, so that the next prompts do not hand them again:
+# the agent has them in its context already. One small file per session under the state dir:
+# {"full": [...], "pointers": [...]} (a plain list, as older versions wrote it, is full items).
+INJECTED_KEEP = 200  # ids remembered per session and tier, newest last
 
 
 def _injected_path(session_id: str, settings: Settings) -> Path:
@@ -332,27 +334,36 @@ def _injected_path(session_id: str, settings: Settings) -> Path:
     return state_dir(settings) / "injected" / (safe_name(session_id) + ".json")
 
 
-def injected_before(session_id: str | None, settings: Settings) -> tuple[str, ...]:
-    """The ids this session's earlier prompts injected (none without a session id or a readable file)."""
+def injected_before(session_id: str | None, settings: Settings) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The ids this session's earlier prompts handed in full, and as pointers (none without a session id or a readable file)."""
     if not session_id:
-        return ()
+        return (), ()
     try:
-        ids = json.loads(_injected_path(session_id, settings).read_bytes())
+        held = json.loads(_injected_path(session_id, settings).read_bytes())
     except (OSError, ValueError):
-        return ()
-    return tuple(str(i) for i in ids) if isinstance(ids, list) else ()
+        return (), ()
+    if isinstance(held, list):
+        return tuple(str(i) for i in held), ()
+    if not isinstance(held, dict):
+        return (), ()
+    full, pointers = held.get("full"), held.get("pointers")
+    return (tuple(str(i) for i in full) if isinstance(full, list) else (),
+            tuple(str(i) for i in pointers) if isinstance(pointers, list) else ())  # fmt: skip
 
 
-def remember_injected(session_id: str | None, seen: tuple[str, ...], ids: tuple[str, ...], settings: Settings) -> None:
-    """Add ``ids`` to the session's injected memories (atomically: a torn file would only forget them)."""
-    if not session_id or not ids:
+def remember_injected(session_id: str | None, before: tuple[tuple[str, ...], tuple[str, ...]], handed: Handed,
+                      settings: Settings) -> None:  # fmt: skip
+    """Add what ``handed`` gave to the session's memories (atomically: a torn file would only forget them)."""
+    if not session_id or not handed.ids:
         return
     import os
 
+    full = [i for i in handed.ids if i not in handed.pointers]
     try:
         path = _injected_path(session_id, settings)
         path.parent.mkdir(parents=True, exist_ok=True)
-        kept = list(dict.fromkeys([*seen, *ids]))[-INJECTED_KEEP:]
+        kept = {"full": list(dict.fromkeys([*before[0], *full]))[-INJECTED_KEEP:],
+                "pointers": list(dict.fromkeys([*before[1], *handed.pointers]))[-INJECTED_KEEP:]}  # fmt: skip
         temporary = path.with_name(f".{path.name}.{os.getpid()}")
         temporary.write_text(json.dumps(kept))
         os.replace(temporary, path)
@@ -360,8 +371,18 @@ def remember_injected(session_id: str | None, seen: tuple[str, ...], ids: tuple[
         log_failure("injected", repr(exc))
 
 
+def forget_injected(session_id: str | None, settings: Settings) -> None:
+    """The agent compacted its context (PreCompact): what it was handed is gone, so it may be handed again."""
+    if not session_id:
+        return
+    try:
+        _injected_path(session_id, settings).unlink(missing_ok=True)
+    except OSError as exc:
+        log_failure("injected", repr(exc))
+
+
 def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadline: float, settings: Settings,
-                locations: Any = None, seen: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]] | None:  # fmt: skip
+                locations: Any = None, seen: tuple[str, ...] = (), pointed: tuple[str, ...] = ()) -> Handed | None:  # fmt: skip
     """Search in a worker thread: the block and its ids; give up (None) at the hard deadline."""
     from lore.index.manager import IndexManager, IndexReader
     from lore.paths import Locations
@@ -386,7 +407,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
         try:
             session = SearchSession(locations, reader=IndexReader(*found))
             result["answer"] = context_for_prompt(session, prompt, cwd, budget, soft, settings.hook_gap == "line",
-                                                  policy=settings.hook_refresh, seen=seen)  # fmt: skip
+                                                  policy=settings.hook_refresh, seen=seen, pointed=pointed)  # fmt: skip
         except BaseException as exc:
             result["error"] = exc
 
@@ -400,7 +421,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
         return None
     if "error" in result:
         raise result["error"]
-    answer: tuple[str, tuple[str, ...]] = result.get("answer") or ("", ())
+    answer: Handed = result.get("answer") or NOTHING
     return answer
 
 
@@ -467,8 +488,9 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         remember_last_prompt(session_id, prompt, settings)
         budget = settings.hook_budget
         blocks: list[str] = []
-        ids: tuple[str, ...] = ()
-        seen: tuple[str, ...] = ()
+        handed = NOTHING
+        before: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        route = "trivial"
         if first_turn and budget > 0:  # no session-start event: the conversation's first turn brings its block
             blocks.append(_first_turn_block(cwd, budget, settings))
         if not is_trivial(prompt) and budget > 0:
@@ -476,31 +498,35 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
             from lore.paths import Locations
 
             locations = Locations.resolve(None, None, settings)
-            seen = injected_before(session_id, settings)
+            before = injected_before(session_id, settings)
             # The resolved data dir: a helper serving another data dir (same index dir) declines.
             reply = ask_server_reply({"op": "context", "prompt": prompt, "cwd": cwd, "budget": budget,
-                                      "gap_line": settings.hook_gap == "line", "seen": list(seen),
-                                      "data_dir": str(locations.data_dir.resolve())}, deadline, locations.index_dir,
-                                     settings)  # fmt: skip
+                                      "gap_line": settings.hook_gap == "line", "seen": list(before[0]),
+                                      "pointed": list(before[1]), "data_dir": str(locations.data_dir.resolve())},
+                                     deadline, locations.index_dir, settings)  # fmt: skip
             found = _reply_answer(reply)
+            route = "warm"
             if found is None:
                 spawn_for = locations  # a helper for the next prompt, once this one is answered
+                route = "cold"
                 # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
-                found = cold_context_for_prompt(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=seen,
-                                                gap_line=settings.hook_gap == "line", deadline=deadline,
-                                                log=log_failure)  # fmt: skip
+                found = cold_context_for_prompt(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=before[0],
+                                                pointed=before[1], gap_line=settings.hook_gap == "line",
+                                                deadline=deadline, log=log_failure)  # fmt: skip
                 if found is None:
-                    found = _in_process(prompt, cwd, budget, started, deadline, settings, locations, seen)
-            text, ids = found if found is not None else ("", ())
-            if text and len(text) <= budget:
-                blocks.append(text)
+                    route = "process"
+                    found = _in_process(prompt, cwd, budget, started, deadline, settings, locations, *before)
+            handed = found if found is not None else NOTHING
+            if handed.text and len(handed.text) <= budget:
+                blocks.append(handed.text)
             else:
-                ids = ()
+                handed = NOTHING
         line = answer(protocol, protocol.prompt_event or "", blocks)
         if line is not None:
             stdout.write(line + "\n")
             stdout.flush()
-            remember_injected(session_id, seen, ids, settings)
+            remember_injected(session_id, before, handed, settings)
+        log_prompt(route, handed)
     except BaseException as exc:  # the prompt must go through whatever happens
         if isinstance(exc, KeyboardInterrupt):
             return 0

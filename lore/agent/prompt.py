@@ -8,6 +8,7 @@ until it is called.
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,28 +18,45 @@ if TYPE_CHECKING:
     from lore.paths import Locations
 
 
+class Handed(NamedTuple):
+    """What one prompt's block hands the agent: its text, every id in it, and those handed as pointers."""
+
+    text: str
+    ids: tuple[str, ...] = ()
+    pointers: tuple[str, ...] = ()
+
+    @property
+    def tier(self) -> str:
+        """``full``, ``pointer`` or ``none`` (``lore.rank.inject.Decision.tier``)."""
+        return "full" if set(self.ids) - set(self.pointers) else "pointer" if self.pointers else "none"
+
+
+NOTHING = Handed("")
+
+
+def _handed(block: Any) -> Handed:
+    return Handed(block.text, tuple(i.id for i in block.items), tuple(i.id for i in block.items if i.tier == "pointer"))
+
+
 def context_for_prompt(session: Any, prompt: str, cwd: str | None, budget: int, soft_deadline: float | None,
-                       gap_line: bool = False, policy: str = "ignore",
-                       seen: tuple[str, ...] = ()) -> tuple[str, tuple[str, ...]]:  # fmt: skip
+                       gap_line: bool = False, policy: str = "ignore", seen: tuple[str, ...] = (),
+                       pointed: tuple[str, ...] = ()) -> Handed:  # fmt: skip
     """The fenced context block for a prompt and the ids it holds: shared by the in-process path and the warm helper.
 
-    ``seen``: the ids injected earlier in the same session (the injection decision
-    does not inject them again unless one is now clearly the best answer).
+    ``seen``: the ids handed in full earlier in the same session (the injection decision
+    does not hand them again unless one is now clearly the best answer); ``pointed``:
+    those handed as pointers (not pointed to again).
     """
-    from lore.context import HOOK, block_for
+    from lore.context import HOOK, context_for
     from lore.project import detect_project
-    from lore.rank import null
     from lore.rank.cold import hook_options
     from lore.rank.pipeline import CHANNELS
-    from lore.search import search
 
     project = detect_project(cwd) if cwd else None
     options = hook_options(project, time.time(), deadline=soft_deadline, channels=CHANNELS)
-    response = search(session, prompt, options, policy=prompt_policy(policy), use_llm=False)
-    reader = session.reader
-    block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
-                      null=null.load(reader.directory if reader else None))  # fmt: skip
-    return block.text, tuple(item.id for item in block.items)
+    block = context_for(session, prompt, options, HOOK._replace(budget_chars=budget, gap_line=gap_line),
+                        project=project, seen=seen, pointed=pointed, policy=prompt_policy(policy), use_llm=False)  # fmt: skip
+    return _handed(block)
 
 
 def prompt_policy(policy: str) -> str:
@@ -54,16 +72,16 @@ def prompt_policy(policy: str) -> str:
 
 def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations: Locations, *,
                             mode: str = "lexical", gap_line: bool = False, seen: tuple[str, ...] = (),
-                            deadline: float | None = None,
-                            log: Callable[[str, str], None] | None = None) -> tuple[str, tuple[str, ...]] | None:  # fmt: skip
+                            pointed: tuple[str, ...] = (), deadline: float | None = None,
+                            log: Callable[[str, str], None] | None = None) -> Handed | None:  # fmt: skip
     """The hook's block for ``prompt`` from the cold lexical path (``lore.rank.cold``), and its ids; None: the full pipeline answers.
 
-    ``("", ())`` when there is nothing to inject (the injection decision says no,
+    ``NOTHING`` when there is nothing to inject (the injection decision says no,
     ``LORE_HOOK_COLD=off``, or the hard ``deadline`` passed). Errors propagate: the
     hook logs them and injects nothing.
     """
     if mode == "off":
-        return "", ()
+        return NOTHING
     if mode == "full":
         return None
     from lore.context import HOOK, block_for
@@ -86,11 +104,11 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
             return None
         access_log.log_response(locations.access_log, response, stats, now)
         block = block_for(response, HOOK._replace(budget_chars=budget, gap_line=gap_line), project=project, seen=seen,
-                          null=null.load(reader.directory))  # fmt: skip
+                          pointed=pointed, null=null.load(reader.directory))  # fmt: skip
         if deadline is not None and time.monotonic() > deadline:
             if log is not None:
                 log("deadline", "cold lexical answer past the hook's deadline; injected nothing")
-            return "", ()
-        return block.text, tuple(item.id for item in block.items)
+            return NOTHING
+        return _handed(block)
     finally:
         reader.close()

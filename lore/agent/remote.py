@@ -351,16 +351,14 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     else:
         import orjson
 
-        from lore.context import TERMINAL, block_for, block_json
-        from lore.rank import null
+        from lore.context import TERMINAL, asked, block_json, context_for
 
         max_items = int(request.get("max_items", 5))
         fmt = str(request.get("format", "markdown"))
         options = search_options(limit=max_items, graph_depth=1, current_project=str(project), include_candidates=False)
-        response = search(session, query, options, policy="ignore")
-        profile = TERMINAL._replace(budget_chars=int(request.get("budget_tokens", 500)) * 4, max_items=max_items, fmt=fmt,
-                                    gap_line=bool(request.get("gap_line")))  # fmt: skip
-        block = block_for(response, profile, project=str(project), null=null.load(reader.directory))
+        block = context_for(session, query, options, asked(TERMINAL, int(request.get("budget_tokens", 500)), max_items,
+                                                           fmt=fmt, gap_line=bool(request.get("gap_line"))),
+                            project=str(project))  # fmt: skip
         for notice in block.notices:
             err.write(notice + "\n")
         if fmt == "json":

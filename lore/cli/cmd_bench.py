@@ -35,6 +35,10 @@ def bench(
     progress = _progress(quiet=as_json)
     result = measure_store(locations, st.settings, runs=runs, helper=auto_start_enabled(st.settings),
                            progress=progress)  # fmt: skip
+    from lore.agent.log import prompt_summary
+    from lore.paths import cache_dir
+
+    result["prompts"] = prompt_summary(cache_dir(st.settings))  # what your hook handed lately, from its own log
     if as_json:
         typer.echo(orjson.dumps(result).decode())
         return
@@ -79,5 +83,9 @@ def render(result: dict[str, Any]) -> None:
     out.print(f"first search in process (opens the index, loads the model): {result['first_search_ms']:.1f} ms")
     helper = result["your_helper"]
     out.print(f"your warm helper: {'running, pid ' + str(helper['pid']) if helper['running'] else 'not running'}")
+    if "prompts" in result:
+        from lore.agent.log import summary_line
+
+        out.print(summary_line(result["prompts"]))
     for note in result["notes"]:
         out.print(f"note: {note}")

@@ -62,6 +62,10 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", captu
         event = _read_event()
         session_id = event_session_id(event)
         st = state(ctx)
+        if event_name == "pre-compact":  # the compacted context no longer holds what the prompts were handed
+            from lore.agent.hook import forget_injected
+
+            forget_injected(session_id, st.settings)
         _capture(st, event, session_id, capture)
         # A bad setting is logged below: the hook still exits 0.
         if not st.settings.hook_handoff or event_name == "session-end":

@@ -42,6 +42,9 @@ def show(
     store.require()
     snapshot = store.load()
     record = snapshot.get(record_id)
+    from lore.agent.log import log_opened
+
+    log_opened(record.id, "cli")  # a pointer the hook handed may be what brought the reader here
     if as_json:
         payload = record_json(record)
         payload["links"] = snapshot.links_of(record.id)

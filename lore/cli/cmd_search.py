@@ -88,10 +88,9 @@ def context(
     include_all: bool = typer.Option(False, "--all", help="Include superseded and retracted records."),
 ) -> None:
     """Print the agent-ready block of the most relevant memories, within a token budget."""
-    from lore.context import FORMATS, TERMINAL, block_for, block_json
+    from lore.context import FORMATS, TERMINAL, asked, block_json, context_for
     from lore.context import synthesize as run_synthesis
     from lore.search import SearchSession
-    from lore.search import search as run_search
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint="formats: " + ", ".join(FORMATS))
@@ -100,13 +99,9 @@ def context(
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None, include_candidates=False)  # fmt: skip
-    from lore.rank import null
-
     session = SearchSession(st.locations, llm_cmd=st.settings.llm_cmd)
-    response = run_search(session, query, options, policy=st.settings.index_refresh)  # type: ignore[arg-type]
-    profile = TERMINAL._replace(budget_chars=budget_tokens * 4, max_items=max_items, fmt=fmt, gap_line=gap_line)
-    block = block_for(response, profile, project=st.current_project(),
-                      null=null.load(session.reader.directory if session.reader else None))  # fmt: skip
+    block = context_for(session, query, options, asked(TERMINAL, budget_tokens, max_items, fmt=fmt, gap_line=gap_line),
+                        project=st.current_project(), policy=st.settings.index_refresh)  # fmt: skip
     if synthesize:
         block = run_synthesis(block, st.settings.llm_cmd)
     for notice in block.notices:

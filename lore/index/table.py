@@ -130,6 +130,7 @@ class Table:
     delta_docs_path: Path | None = None
     delta_start: int = -1
     _row: dict[str, int] | None = None
+    _projects: set[str | None] | None = None
     _docs_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Set by the index reader: turns a docs line that cannot be read into its own error.
     on_damage: Callable[[str, Exception], Exception] | None = field(default=None, repr=False, compare=False)
@@ -145,6 +146,12 @@ class Table:
         if self._row is None:
             self._row = {rid: i for i, rid in enumerate(self.ids)}
         return self._row.get(record_id)
+
+    def knows_project(self, project: str) -> bool:
+        """Whether any row is ``project``'s (a set built at the first question, as ``row``'s map)."""
+        if self._projects is None:
+            self._projects = set(self.projects)
+        return project in self._projects
 
     def append(self, record: Record, record_hash_value: str) -> None:
         moment = record.timestamp

@@ -119,6 +119,9 @@ class SearchResponse(NamedTuple):
     # The query's BM25 terms with their idf in this store: the injection decision's evidence.
     term_idf: dict[str, float]
     records: int = 0  # the records the index holds (the injection decision reads a young store otherwise)
+    # Whether the store holds a record of the current project: where it holds none, no hit is "another
+    # project's" in a sense that says anything (a session in a directory lore has no memory of).
+    project_known: bool = True
 
     @property
     def evidence_gap(self) -> bool:
@@ -359,8 +362,9 @@ def run(
         lap("passages", t)
     lap.total()
     term_idf = reader.bm25.idf_of(query_terms) if query_terms else {}
+    known = bool(opts.current_project) and reader.table.knows_project(opts.current_project)
     return SearchResponse(query, hits, verdict, classified, timings, weights, tuple(warnings),
-                          tuple(channels.rankings), opts.fusion, term_idf, len(reader.table))  # fmt: skip
+                          tuple(channels.rankings), opts.fusion, term_idf, len(reader.table), known)  # fmt: skip
 
 
 class Laps:
