@@ -53,7 +53,7 @@ class PreparedHit:
     id: str
     evidence: dict[str, float]
     full_chars: int | None  # None: the block would not show it in full (the share-of-top floor, a near-identical title)
-    pointer_chars: int
+    pointer_chars: int | None  # None: nor as a pointer (the share-of-top floor)
 
 
 @dataclass
@@ -89,7 +89,7 @@ def prepare(observed: Sequence[stream.Observed], path: str) -> list[Prepared]:
                          decision=everything)  # fmt: skip
         full = {i.id: len(_line(i, i.text, HOOK.fmt)) for i in block.items if i.tier == "full"}
         pointers = {i.id: len(pointer_line(i)) for i in block.items if i.tier == "pointer"}
-        prepared.hits = [PreparedHit(j.id, dict(j.evidence), full.get(j.id), pointers.get(j.id, 80)) for j in decision.judged]
+        prepared.hits = [PreparedHit(j.id, dict(j.evidence), full.get(j.id), pointers.get(j.id)) for j in decision.judged]
     return out
 
 
@@ -146,21 +146,24 @@ def simulate(scored: Sequence[Scored], full_t: float, pointer_t: float, item_t: 
         if hits and always:
             full = [h for h in hits if h.full_chars is not None]
         elif hits and s.gate >= pointer_t:
+            chosen: list[PreparedHit] = []  # as ``inject.decide`` chooses; the block then drops what it would not show
             for rank, (h, p) in enumerate(zip(hits, s.items, strict=True)):
-                if len(full) >= max_full:
+                if len(chosen) >= max_full:
                     break
-                if not ((rank == 0 and s.gate >= full_t) or p >= item_t) or h.full_chars is None:
+                if not ((rank == 0 and s.gate >= full_t) or p >= item_t):
                     continue
                 if h.id in full_before and not (rank == 0 and s.gate >= repeat_t):
                     continue
-                full.append(h)
-            chosen = {h.id for h in full}
-            pointers = [h for h in hits if h.id not in chosen and h.id not in full_before
+                chosen.append(h)
+            taken = {h.id for h in chosen}
+            pointers = [h for h in hits if h.id not in taken and h.id not in full_before
                         and h.id not in pointed_before][:max_pointers]  # fmt: skip
+            full = [h for h in chosen if h.full_chars is not None]
+            pointers = [h for h in pointers if h.pointer_chars is not None]
         chars = 0
         if full or pointers:
             chars = fence + sum((h.full_chars or 0) + 1 for h in full) + (header if full else 0)
-            chars += sum(h.pointer_chars + 1 for h in pointers) + (pointer_header if pointers else 0)
+            chars += sum((h.pointer_chars or 0) + 1 for h in pointers) + (pointer_header if pointers else 0)
         ids = tuple(h.id for h in full) + tuple(h.id for h in pointers)
         relevant = turn.relevant
         outcomes.append(stream.Outcome(turn, ids, chars, any(r in full_before or r in pointed_before for r in relevant),
@@ -371,3 +374,66 @@ def _auc(positive: Sequence[int], negative: Sequence[int]) -> float:
         return 0.5
     wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p in positive for n in negative)
     return wins / (len(positive) * len(negative))
+
+
+def single_input(prepared: Sequence[Prepared], name: str) -> list[Scored]:
+    """A gate that reads one input alone (``top_cosine``, ``top_coverage``...): its z-score, each hit full-able."""
+    return [Scored(p, p.gate_inputs.get(name, -99.0) if p.hits else 0.0, [1.0] * len(p.hits)) for p in prepared]
+
+
+SINGLE_INPUTS = ("top_coverage", "top_coverage_rest", "top_title_share", "top_title_coverage", "top_cosine",
+                 "top_passage", "log_terms")  # fmt: skip
+Z_STEPS = tuple(-2.0 + step / 4 for step in range(41))
+
+
+def single_threshold(scored: Sequence[Scored]) -> float:
+    """The lowest threshold that leaves ``MIN_LEFT_EMPTY`` of unanswerable prompts empty (the same emptiness as the rule's)."""
+    for threshold in Z_STEPS:
+        if stream.measures(simulate(scored, threshold, threshold, 2.0))["left_empty"] >= MIN_LEFT_EMPTY:
+            return threshold
+    return Z_STEPS[-1]
+
+
+def report(stores: stream.StreamStores, turns: Sequence[stream.Turn], *, quick: bool = False,
+           without: frozenset[str] = frozenset({"log_terms"})) -> dict[str, Any]:  # fmt: skip
+    """The stream section's figures: per left-out group and pooled, on the warm and cold paths, through
+    ``stream.replay`` (``context.block_for`` itself), beside injecting always and each input alone."""
+    from benchmarks.matrix import paired_margin
+
+    groups = Groups.of(stores)
+    names = groups.names()
+    observed = [o for seen in stores.observed.values() for o in seen]
+    by_group = {g: [o for o in observed if o.turn.author == g] for g in names}
+    out: dict[str, Any] = {"prompts": len(observed), "quick": quick, "groups": {}, "length": length_check(turns),
+                           "stores": sorted(stores.observed), "without": sorted(without)}  # fmt: skip
+    pooled: dict[str, dict[str, list[stream.Outcome]]] = {p: {"lore": [], "always": []} for p in stream.PATHS}
+    for held in names:
+        train = [g for g in names if g != held]
+        thresholds = choose(out_of_fold(groups, train, without))
+        settings = apply(groups.fit_on(train, without), thresholds)
+        row: dict[str, Any] = {"thresholds": thresholds, "sessions": len({o.turn.session for o in by_group[held]}),
+                               "stores": sorted({o.turn.store for o in by_group[held]})}  # fmt: skip
+        for path in stream.PATHS:
+            lore = stream.replay(by_group[held], path, "lore", settings)
+            always = stream.replay(by_group[held], path, "always", settings)
+            pooled[path]["lore"].extend(lore)
+            pooled[path]["always"].extend(always)
+            row[path] = {"lore": stream.measures(lore), "always": stream.measures(always),
+                         "reach_margin": paired_margin(stream.hits_of(lore), stream.hits_of(always)),
+                         "full_margin": paired_margin(stream.hits_of(lore, full=True), stream.hits_of(always))}  # fmt: skip
+        row["curve"] = curve(score(groups.warm[held], settings), thresholds)
+        row["single"] = {}
+        for name in SINGLE_INPUTS:
+            threshold = single_threshold([s for g in train for s in single_input(groups.warm[g], name)])
+            figures = stream.measures(simulate(single_input(groups.warm[held], name), threshold, threshold, 2.0))
+            row["single"][name] = {"threshold": threshold, **{k: figures[k] for k in ("hit", "hit_full", "left_empty",
+                                                                                     "chars_per_prompt")}}  # fmt: skip
+        out["groups"][held] = row
+    out["pooled"] = {path: {"lore": stream.measures(o["lore"]), "always": stream.measures(o["always"]),
+                            "reach_margin": paired_margin(stream.hits_of(o["lore"]), stream.hits_of(o["always"])),
+                            "full_margin": paired_margin(stream.hits_of(o["lore"], full=True), stream.hits_of(o["always"]))}
+                     for path, o in pooled.items()}  # fmt: skip
+    # The shipped settings (fitted on every group: in sample here), as the product runs them.
+    out["shipped"] = {g: {path: stream.measures(stream.replay(by_group[g], path, "lore")) for path in stream.PATHS}
+                      for g in names}  # fmt: skip
+    return out

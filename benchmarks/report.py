@@ -408,61 +408,59 @@ def import_table(result: dict[str, Any]) -> Table:
     return table
 
 
-STREAM_POLICIES = {"lore": "lore", "always": "always", "before": "before"}
+def _margin(m: dict[str, float]) -> str:
+    return f"{m['diff']:+.3f} [{m['lo']:+.3f}, {m['hi']:+.3f}]"
 
 
 def stream_tables(result: dict[str, Any]) -> list[Table]:
-    """The prompt stream: what reaches the agent per policy and path, and the test split's trade-off curve."""
+    """The prompt stream, each author group left out: what reaches the agent, against injecting always and each input alone."""
     tables = []
-    for split in ("test", "dev"):
-        sessions = (result.get("sessions") or {}).get(split, "?")
-        scope = f"{sessions} sessions, " + ("the demo store (--quick)" if result.get("quick") else "two stores")
-        table = Table(title=f"Prompt stream, {split} split ({result['prompts']} prompts in all, {scope}): "
-                            "what the hook hands the agent")  # fmt: skip
-        for column in ("path", "policy", "store", "hit", "hit strict", "unanswerable left empty", "precision",
-                       "chars/prompt", "chars/block", "items/block"):  # fmt: skip
-            table.add_column(column, justify="left" if column in ("path", "policy", "store") else "right")
-        for key, stores in result["splits"][split].items():
-            path, policy = key.split("/")
-            for store, f in stores.items():
-                table.add_row(path, STREAM_POLICIES.get(policy, policy), store, _f(f["hit"]), _f(f["hit_strict"]),
-                              _f(f["left_empty"]), _f(f["precision"]), _f(f["chars_per_prompt"], 0),
-                              _f(f["chars_per_block"], 0), _f(f["items_per_block"], 2))  # fmt: skip
-        table.caption = ("lore: the injection decision; always: the first five hits of every non-trivial prompt; before: "
-                         "the block before the decision (gap verdict, whole summaries). hit: answerable prompts whose "
-                         "block holds a relevant record or whose session was handed one earlier; strict: in this block")
-        tables.append(table)
-    margins = result.get("margins") or {}
-    if margins:
-        table = Table(title="Prompt stream: the injection decision's hit rate minus injecting always (95% paired bootstrap)")
-        for column in ("split", "warm", "cold"):
-            table.add_column(column, justify="left" if column == "split" else "right")
-        for split, paths in margins.items():
-            table.add_row(split, *(f"{paths[p]['diff']:+.3f} [{paths[p]['lo']:+.3f}, {paths[p]['hi']:+.3f}]" for p in ("warm", "cold")))
-        tables.append(table)
-    single = result.get("single_evidence") or {}
-    if single:
-        table = Table(title="Prompt stream: each gate input alone, its threshold chosen on dev (within 5 hit points of "
-                            "injecting always), read on test")  # fmt: skip
-        for column in ("path", "gate input", "z from", "dev left empty", "dev hit", "test left empty", "test hit",
-                       "test chars/prompt"):  # fmt: skip
-            table.add_column(column, justify="left" if column in ("path", "gate input") else "right")
-        for path, entry in single.items():
-            for name, row in entry["rows"].items():
-                threshold = "" if row["threshold"] is None else _f(row["threshold"], 2)
-                label = {"log_terms": "prompt length", "shipped": "shipped (fitted)"}.get(name, name.removeprefix("top_"))
-                table.add_row(path, label, threshold, _f(row["dev"]["left_empty"]), _f(row["dev"]["hit"]),
-                              _f(row["test"]["left_empty"]), _f(row["test"]["hit"]), _f(row["test"]["chars_per_prompt"], 0))  # fmt: skip
-        table.caption = ("injecting always: " + "; ".join(f"{p} hit dev {_f(e['always']['dev'])}, test {_f(e['always']['test'])}"
-                                                           for p, e in single.items())
-                         + ". Each evidence is the first hit's, as a z-score against the store's null; prompt length: "
-                         "log(1 + its terms); shipped: the fitted combination (its dev row in sample)")  # fmt: skip
-        tables.append(table)
-    curve = Table(title="Prompt stream, test split: unanswerable prompts left empty against hit rate, as the gate moves")
-    for column in ("gate", "warm hit", "warm left empty", "cold hit", "cold left empty"):
-        curve.add_column(column, justify="right")
-    for warm, cold in zip(result["curve"]["warm"], result["curve"]["cold"], strict=True):
-        curve.add_row(_f(warm["gate"], 3), _f(warm["hit"]), _f(warm["left_empty"]), _f(cold["hit"]), _f(cold["left_empty"]))
+    scope = "the demo store (--quick)" if result.get("quick") else ", ".join(result.get("stores", []))
+    table = Table(title=f"Prompt stream, each author group left out ({result['prompts']} prompts, {scope}): what the hook "
+                        "hands the agent, fitted and thresholded on the other groups")  # fmt: skip
+    for column in ("left out", "path", "always", "reach", "reach - always [95%]", "full", "full - always [95%]",
+                   "strict", "left empty", "no full item", "precision (full)", "chars/prompt", "thresholds"):  # fmt: skip
+        table.add_column(column, justify="left" if column in ("left out", "path", "thresholds") else "right")
+    rows = [(name, g) for name, g in result["groups"].items()] + [("pooled", result["pooled"])]
+    for name, entry in rows:
+        for path in ("warm", "cold"):
+            f, a = entry[path]["lore"], entry[path]["always"]
+            th = entry.get("thresholds")
+            shown = f"full {th['full']:.2f} item {th['item']:.2f} pointer {th['pointer']:.2f}" if th and path == "warm" else ""
+            table.add_row(name, path, _f(a["hit"]), _f(f["hit"]), _margin(entry[path]["reach_margin"]), _f(f["hit_full"]),
+                          _margin(entry[path]["full_margin"]), _f(f["hit_strict"]), _f(f["left_empty"]),
+                          _f(f["left_without_full"]), _f(f["precision_full"]), _f(f["chars_per_prompt"], 0), shown)  # fmt: skip
+    table.caption = ("reach: answerable prompts whose memory reached the agent, in full or as a pointer, in this block or "
+                     "earlier in the session; full: in full; strict: in this prompt's block; always: the first five hits "
+                     "in full on every non-trivial prompt; left empty / no full item: of prompts no memory answers")
+    tables.append(table)
+    single = Table(title="Prompt stream, each author group left out: each gate input alone, its threshold the lowest that "
+                         "leaves as many unanswerable prompts empty on the other groups as the rule asks (warm)")  # fmt: skip
+    inputs = list(next(iter(result["groups"].values()))["single"])
+    single.add_column("left out")
+    for name in ["fitted", *inputs]:
+        single.add_column({"log_terms": "prompt length"}.get(name, name.removeprefix("top_")) + " reach / empty", justify="right")
+    for name, g in result["groups"].items():
+        cells = [f"{_f(g['warm']['lore']['hit'])} / {_f(g['warm']['lore']['left_empty'])}"]
+        cells += [f"{_f(g['single'][i]['hit'])} / {_f(g['single'][i]['left_empty'])}" for i in inputs]
+        single.add_row(name, *cells)
+    tables.append(single)
+    length = Table(title="Prompt stream: median words of answerable and unanswerable prompts per author group, and how well "
+                         "length alone separates them (ROC area; 0.5: not at all)")  # fmt: skip
+    for column in ("group", "answerable", "unanswerable (no chit-chat)", "length ROC area"):
+        length.add_column(column, justify="left" if column == "group" else "right")
+    for name, entry in result["length"].items():
+        length.add_row(name, str(entry["answerable_median_words"]), str(entry["unanswerable_median_words"]),
+                       _f(entry["length_auc"]))  # fmt: skip
+    tables.append(length)
+    curve = Table(title="Prompt stream, each group left out (warm): reach and left empty as the pointer threshold moves")
+    curve.add_column("pointer", justify="right")
+    for name in result["groups"]:
+        curve.add_column(f"{name} reach / empty", justify="right")
+    first = next(iter(result["groups"].values()))["curve"]
+    for position, point in enumerate(first):
+        curve.add_row(_f(point["pointer"], 2), *(f"{_f(g['curve'][position]['hit'])} / {_f(g['curve'][position]['left_empty'])}"
+                                                 for g in result["groups"].values()))  # fmt: skip
     tables.append(curve)
     return tables
 

@@ -248,134 +248,27 @@ def measures(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def split_of(stores: StreamStores, split: str, store: str | None = None) -> list[Observed]:
-    return [o for name, seen in stores.observed.items() if store in (None, name) for o in seen if o.turn.split == split]
+def hits_of(outcomes: Sequence[Outcome], full: bool = False) -> list[float]:
+    """1.0 for each answerable prompt whose relevant record reached the agent (``measures``' hit; ``full``: its
+    hit_full), else 0.0."""
+    def reached(o: Outcome) -> bool:
+        if full:
+            return bool(set(o.full) & set(o.turn.relevant)) or o.in_context_full
+        return bool(set(o.injected) & set(o.turn.relevant)) or o.in_context
 
-
-GATE_STEPS = tuple(step / 40 for step in range(37))
-
-
-def curve(stores: StreamStores, path: str, split: str, settings: Any = None,
-          steps: Sequence[float] = GATE_STEPS) -> list[dict[str, float]]:  # fmt: skip
-    """Left-empty share against hit rate as the gate threshold moves (the operating point's item threshold kept)."""
-    from lore.rank import inject
-
-    base = settings or inject.DEFAULT_SETTINGS
-    points = []
-    for threshold in steps:
-        # The cold path's hits carry cosines (its vector channel): the decision reads the warm settings.
-        lexical = path == "cold_lexical"
-        tried = base._replace(cold_gate_threshold=threshold) if lexical else base._replace(warm_gate_threshold=threshold)
-        figures = measures(replay(split_of(stores, split), path, "lore", tried))
-        points.append({"gate": round(threshold, 3), "hit": figures["hit"], "hit_strict": figures["hit_strict"],
-                       "left_empty": figures["left_empty"], "chars_per_prompt": figures["chars_per_prompt"]})  # fmt: skip
-    return points
-
-
-def hits_of(outcomes: Sequence[Outcome]) -> list[float]:
-    """1.0 for each answerable prompt whose relevant record reached the agent (``measures``' hit), else 0.0."""
-    return [1.0 if set(o.injected) & set(o.turn.relevant) or o.in_context else 0.0 for o in outcomes if o.turn.relevant]
-
-
-def margins(stores: StreamStores) -> dict[str, Any]:
-    """The injection decision's hit rate minus injecting always, per split and path, with a 95% paired bootstrap interval.
-
-    About 59 answerable prompts per split: one prompt is 1.7 points, so a margin is read with its interval.
-    """
-    from benchmarks.matrix import paired_margin
-
-    out: dict[str, Any] = {}
-    for split in ("dev", "test"):
-        observed = split_of(stores, split)
-        out[split] = {path: paired_margin(hits_of(replay(observed, path, "lore")), hits_of(replay(observed, path, "always")))
-                      for path in PATHS}  # fmt: skip
-    return out
-
-
-# The single-evidence baselines' thresholds, on the z-score scale (the null's means and spreads):
-# every quarter from -2 to 8 (``inject.Z_RANGE`` holds z within [-4, 8]).
-SINGLE_STEPS = tuple(-2.0 + step / 4 for step in range(41))
-MAX_HIT_DROP = 0.05  # the issue's bound: at most 5 hit points under injecting always
-
-
-def single_evidence(base: Any, name: str, path: str, threshold: float) -> Any:
-    """``base`` with a gate that reads one input alone (``top_coverage``, ``log_terms``...), open at z >= ``threshold``."""
-    import math
-
-    from lore.rank import inject
-
-    lexical = path == "cold_lexical"
-    names = inject.gate_features(not lexical)
-    weights = tuple(1.0 if n == name else 0.0 for n in names)
-    gate = 1.0 / (1.0 + math.exp(-threshold))  # the gate is logistic(1.0 * value): open when value >= threshold
-    if lexical:
-        return base._replace(cold_gate=weights, cold_gate_threshold=gate, cold_item_threshold=0.0)
-    return base._replace(warm_gate=weights, warm_gate_threshold=gate, warm_item_threshold=0.0)
-
-
-def single_evidence_baselines(stores: StreamStores) -> dict[str, Any]:
-    """Each of the gate's inputs alone as the gate, its threshold chosen on dev by the shipped rule, read on test.
-
-    The rule is ``scripts/fit_injection.py``'s: the most unanswerable dev prompts left
-    empty with the hit rate within 5 points of injecting always (the thresholds tried
-    in ascending order, up to the first that falls further). The inputs are the
-    first hit's evidence as z-scores against the store's null (one scale for both
-    stores; ``top_coverage`` is the issue's "share of the prompt's idf the top record
-    covers"), and the prompt's length. The combination shipped is beside them.
-    """
-    from lore.rank import inject
-
-    base = inject.DEFAULT_SETTINGS
-    dev, test = split_of(stores, "dev"), split_of(stores, "test")
-    out: dict[str, Any] = {}
-    for path in (*PATHS, "cold_lexical"):
-        evidence = inject.LEXICAL_EVIDENCE if path == "cold_lexical" else inject.WARM_EVIDENCE
-        always = {name: measures(replay(observed, path, "always"))["hit"] for name, observed in (("dev", dev), ("test", test))}
-        rows: dict[str, Any] = {}
-        for name in ("log_terms", *(f"top_{e}" for e in evidence)):
-            best = None
-            for threshold in SINGLE_STEPS:
-                figures = measures(replay(dev, path, "lore", single_evidence(base, name, path, threshold)))
-                if figures["hit"] + 1e-9 < always["dev"] - MAX_HIT_DROP:
-                    break  # a higher threshold only refuses more (and halves the section's time)
-                if best is None or figures["left_empty"] > best[1]["left_empty"]:
-                    best = (threshold, figures)
-            if best is None:
-                continue
-            threshold, figures = best
-            on_test = measures(replay(test, path, "lore", single_evidence(base, name, path, threshold)))
-            rows[name] = {"threshold": threshold, "dev": _brief(figures), "test": _brief(on_test)}
-        rows["shipped"] = {"threshold": None, **{split: _brief(measures(replay(observed, path, "lore")))
-                                                 for split, observed in (("dev", dev), ("test", test))}}  # fmt: skip
-        out[path] = {"always": always, "rows": rows}
-    return out
-
-
-def _brief(figures: dict[str, Any]) -> dict[str, Any]:
-    return {k: figures[k] for k in ("hit", "left_empty", "chars_per_prompt")}
+    return [1.0 if reached(o) else 0.0 for o in outcomes if o.turn.relevant]
 
 
 def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = False) -> dict[str, Any]:
-    """Every policy on both paths and both splits, per store and together, and the test split's curve.
+    """Leave one author group out: each group's figures under the decision fitted and thresholded on the others.
 
-    ``quick``: the demo store's 16 sessions only (the git store's 8,000 records take a minute to build).
+    ``quick``: the demo store's prompts only (the git store's 8,000 records take a minute to build).
     """
-    turns = [t for t in load_turns() if t.store == "demo"] if quick else None
+    from benchmarks import authors
+
+    turns = load_groups()
+    if quick:
+        turns = [t for t in turns if t.store == "demo"]
     stores = observe(shared, work, progress, turns)
-    out: dict[str, Any] = {"prompts": sum(len(v) for v in stores.observed.values()), "splits": {}, "quick": quick,
-                           "sessions": {split: len({o.turn.session for o in split_of(stores, split)}) for split in ("dev", "test")},
-                           "stores": sorted(stores.observed)}  # fmt: skip
-    for split in ("dev", "test"):
-        table: dict[str, Any] = {}
-        for path in (*PATHS, "cold_lexical"):
-            for policy in ("lore", "always", "before"):
-                key = f"{path}/{policy}"
-                table[key] = {"all": measures(replay(split_of(stores, split), path, policy))}
-                for store in stores.observed:
-                    table[key][store] = measures(replay(split_of(stores, split, store), path, policy))
-        out["splits"][split] = table
-    out["margins"] = margins(stores)
-    out["curve"] = {path: curve(stores, path, "test") for path in PATHS}
-    out["curve_dev"] = {path: curve(stores, path, "dev") for path in PATHS}
-    out["single_evidence"] = single_evidence_baselines(stores)
-    return out
+    progress("stream: leaving each author group out")
+    return authors.report(stores, turns, quick=quick)

@@ -154,10 +154,14 @@ def decide(response: SearchResponse, *, project: str | None = None, seen: tuple[
     decision = inject.decide(hits, response.query, response.term_idf, project=project, seen=seen, pointed=pointed,
                              null=null, settings=settings, asked=asked)  # fmt: skip
     young = 0 < response.records < inject.YOUNG_STORE_RECORDS
-    if asked and young and not decision.inject and decision.judged and not response.evidence_gap:
-        chosen = tuple(j.id for j in decision.judged if j.id not in seen)
-        if chosen:
-            return decision._replace(inject=True, chosen=chosen, pointers=(),
+    if asked and young and decision.judged:
+        unseen = tuple(j.id for j in decision.judged if j.id not in seen)
+        limits = settings or inject.DEFAULT_SETTINGS
+        if response.evidence_gap and decision.inject:
+            return decision._replace(inject=False, chosen=(), pointers=unseen[: limits.max_pointers],
+                                     reason=f"a young store ({response.records} records): an evidence gap")  # fmt: skip
+        if not response.evidence_gap and not decision.inject and unseen:
+            return decision._replace(inject=True, chosen=unseen[: limits.max_full], pointers=unseen[limits.max_full:][: limits.max_pointers],
                                      reason=f"a young store ({response.records} records): no evidence gap")  # fmt: skip
     return decision
 
@@ -244,6 +248,7 @@ def assemble(
     now: float | None = None,
     decision: inject.Decision | None = None,
     legacy_text: bool = False,
+    asked: bool = False,
 ) -> ContextBlock:
     """Assemble the context block from a search response within ``budget_chars``.
 
@@ -252,6 +257,7 @@ def assemble(
     it chose none. Without one, the evidence-gap verdict and the share-of-top floor do.
     ``legacy_text``: each item's whole summary, no collapsing of near-identical titles
     (the block as it was before the injection decision; the bench's baseline).
+    ``asked``: someone asked for the block: one of pointers only carries the gap line.
     """
     figures: dict[str, Any] = dict(response.gap.figures())
     if decision is not None:
@@ -288,6 +294,8 @@ def assemble(
     by_id = {h.id: h for h in response.hits}
     for rid in pointer_ids:
         hit = by_id[rid]
+        if hit.score < floor:  # filler far below the best hit is no lead either
+            continue
         moment = datetime.fromtimestamp(hit.time, UTC) if hit.time is not None else None
         title = defang(one_line(strip_control(hit.title or hit.summary)))
         items.append(ContextItem(hit.id, hit.kind, title, round(hit.confidence, 2), age(moment, now_dt),
@@ -297,7 +305,7 @@ def assemble(
     # marks a gap, it says so above the titles.
     pointers_only = not any(i.tier == "full" for i in items)
     text, kept = render_items(items, budget_chars, _layout(fmt), fenced=fenced,
-                              prefix=GAP_LINE if pointers_only and gap_line else "")  # fmt: skip
+                              prefix=GAP_LINE if pointers_only and (gap_line or asked) else "")  # fmt: skip
     gap = not any(i.tier == "full" for i in kept)
     return ContextBlock(response.query, kept, gap, "" if fmt == "json" else text, budget_chars, figures,
                         candidates=items, fmt=fmt, fenced=fenced)  # fmt: skip
@@ -332,7 +340,7 @@ def block_for(response: SearchResponse, profile: Profile, *, project: str | None
     decision = decide(response, project=project, seen=seen, pointed=pointed, null=null, max_items=profile.max_items,
                       settings=settings, asked=profile.asked)  # fmt: skip
     return assemble(response, budget_chars=profile.budget_chars, max_items=profile.max_items, fmt=profile.fmt,
-                    fenced=profile.fenced, gap_line=profile.gap_line, decision=decision)  # fmt: skip
+                    fenced=profile.fenced, gap_line=profile.gap_line, decision=decision, asked=profile.asked)  # fmt: skip
 
 
 def asked(profile: Profile, budget_tokens: int, max_items: int, **changes: Any) -> Profile:

@@ -43,7 +43,16 @@ class SearchSession:
             self.reader = None
         if self.reader is None:
             self.reader, self.warnings = manager.open(policy=policy, progress=progress)
+            if policy == "refresh":
+                self.ensure_null()
         return self.reader
+
+    def ensure_null(self) -> None:
+        """Measure the generation's null evidence if it has none (``lore.rank.null``): an index this
+        session built or refreshed is then on its own scale from the first prompt the hook answers."""
+        from lore.rank import null
+
+        null.ensure(self)
 
     def get_encoder(self) -> Any:
         if self.encoder is None and self.encoder_error is None:

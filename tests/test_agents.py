@@ -622,10 +622,8 @@ def test_opencode_plugin_adds_lores_context_as_synthetic_parts(indexed: Path, tm
     # The session block came once; the second prompt's memory comes unless the first block
     # already handed it to this session (the injection decision does not hand it again).
     assert not any("Charge retries wired" in p["text"] for p in second[1:])
-    if "Idempotency keys" in context["text"]:
-        assert len(second) == 1
-    else:
-        assert len(second) == 2 and "Idempotency keys" in second[1]["text"]
+    # Its memory reached the session: in the first block (in full or as a pointer) or in the second's.
+    assert "Idempotency keys" in context["text"] or (len(second) == 2 and "Idempotency keys" in second[1]["text"])
     assert len(trivial) == 1
     # Installed for the user and in the project: two copies of the plugin, one set of blocks
     # (the same prompt again in the session: at most its first memory again, when the

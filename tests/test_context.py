@@ -16,7 +16,15 @@ import pytest
 
 from lore import capture
 from lore.capture import WriteOptions
-from lore.context import FENCE_CLOSE, FENCE_NOTE, FENCE_OPEN, GAP_LINE, MIN_SHARE_OF_TOP
+from lore.context import (
+    FENCE_CLOSE,
+    FENCE_NOTE,
+    FENCE_OPEN,
+    GAP_LINE,
+    MIN_SHARE_OF_TOP,
+    POINTER_HEADER,
+    POINTER_LINE_CHARS,
+)
 from lore.rank.fusion import RELEVANCE_SHARPNESS
 from lore.store import Store
 
@@ -70,6 +78,7 @@ MARKDOWN_LINE = re.compile(r"^- \[(?P<type>[a-z-]+)\] (?P<text>.+) \(confidence:
                            r"age: (?P<age>\d+(?:min|h|d|mo|y)), id: (?P<id>[a-z]+-[0-9a-z-]+)\)$")  # fmt: skip
 COMPACT_LINE = re.compile(r"^- (?P<text>.+) \((?P<type>[a-z_-]+) (?P<id>[a-z]+-[0-9a-z-]+), "
                           r"conf (?P<conf>\d\.\d), (?P<age>\d+(?:min|h|d|mo|y))\)$")  # fmt: skip
+POINTER_LINE = re.compile(r"^- (?P<text>.+) \((?P<id>[a-z]+-[0-9a-z-]+)\)$")
 
 
 @pytest.fixture
@@ -118,7 +127,22 @@ SNIPPETS = {
 
 
 def item_lines(output: str) -> list[str]:
-    return [line for line in output.splitlines() if line.startswith("- ")]
+    """The full items' lines (above the pointers' heading)."""
+    return [line for line in output.split(POINTER_HEADER)[0].splitlines() if line.startswith("- ")]
+
+
+def pointer_lines(output: str) -> list[str]:
+    _, heading, pointers = output.partition(POINTER_HEADER)
+    return [line for line in pointers.splitlines() if line.startswith("- ")] if heading else []
+
+
+def printed_ids(output: str, fmt: str = "markdown") -> list[str]:
+    """Every id the block shows, full items first, then pointers."""
+    pattern = MARKDOWN_LINE if fmt == "markdown" else COMPACT_LINE
+    full = [pattern.match(line) for line in item_lines(output)]
+    pointers = [POINTER_LINE.match(line) for line in pointer_lines(output)]
+    assert all(full) and all(pointers), output
+    return [m["id"] for m in full + pointers]  # type: ignore[index]
 
 
 def context(cli, *args: str):  # type: ignore[no-untyped-def]
@@ -145,11 +169,13 @@ def assert_word_boundary_prefix(short: str, full: str) -> None:
 
 def test_markdown_block_exact_shape(cli, seeded: dict[str, str]) -> None:
     result = context(cli, QUERY, "--max-items", "3")
+    # The first hit in full (its evidence clears the bar); the next ones as pointers, titles only.
     assert result.stdout == (
         "## Relevant Memories\n"
         f"- [decision] {SNIPPETS['backoff']} (confidence: 0.8, age: 3d, id: {seeded['backoff']})\n"
-        f"- [decision] {SNIPPETS['timeout']} (confidence: 0.5, age: 0min, id: {seeded['timeout']})\n"
-        f"- [decision] {SNIPPETS['breaker']} (confidence: 0.5, age: 0min, id: {seeded['breaker']})\n"
+        f"{POINTER_HEADER}\n"
+        f"- {TIMEOUT[0]} ({seeded['timeout']})\n"
+        f"- {BREAKER[0]} ({seeded['breaker']})\n"
     )
     assert result.stderr == ""
 
@@ -159,8 +185,9 @@ def test_compact_block_exact_shape(cli, seeded: dict[str, str]) -> None:
     assert result.stdout == (
         "## Relevant Memories\n"
         f"- {SNIPPETS['backoff']} (decision {seeded['backoff']}, conf 0.8, 3d)\n"
-        f"- {SNIPPETS['timeout']} (decision {seeded['timeout']}, conf 0.5, 0min)\n"
-        f"- {SNIPPETS['breaker']} (decision {seeded['breaker']}, conf 0.5, 0min)\n"
+        f"{POINTER_HEADER}\n"
+        f"- {TIMEOUT[0]} ({seeded['timeout']})\n"
+        f"- {BREAKER[0]} ({seeded['breaker']})\n"
     )
 
 
@@ -170,12 +197,12 @@ def test_json_document_keys_and_items(cli, seeded: dict[str, str]) -> None:
     assert payload["query"] == QUERY
     assert payload["evidence_gap"] is False and payload["gap"]["evidence_gap"] is False
     assert (payload["budget_chars"], payload["synthesis"], payload["notices"]) == (2000, None, [])
-    keys = ["id", "type", "text", "confidence", "age", "score"]
+    keys = ["id", "type", "tier", "text", "confidence", "age", "score"]
     assert [list(item) for item in payload["items"]] == [keys] * 3
-    assert [(i["id"], i["type"], i["text"], i["confidence"], i["age"]) for i in payload["items"]] == [
-        (seeded["backoff"], "decision", SNIPPETS["backoff"], 0.8, "3d"),
-        (seeded["timeout"], "decision", SNIPPETS["timeout"], 0.5, "0min"),
-        (seeded["breaker"], "decision", SNIPPETS["breaker"], 0.5, "0min"),
+    assert [(i["id"], i["type"], i["tier"], i["text"], i["confidence"], i["age"]) for i in payload["items"]] == [
+        (seeded["backoff"], "decision", "full", SNIPPETS["backoff"], 0.8, "3d"),
+        (seeded["timeout"], "decision", "pointer", TIMEOUT[0], 0.5, "0min"),
+        (seeded["breaker"], "decision", "pointer", BREAKER[0], 0.5, "0min"),
     ]
     scores = [item["score"] for item in payload["items"]]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
@@ -194,7 +221,9 @@ def test_invalid_format_is_a_usage_error(cli, seeded: dict[str, str]) -> None:
 def test_filler_far_below_the_best_item_is_left_out(cli, seeded: dict[str, str]) -> None:
     payload = json.loads(context(cli, QUERY, "--format", "json", "--max-items", "20", "--budget-tokens", "100000").stdout)
     listed = [item["id"] for item in payload["items"]]
-    assert set(listed) == {seeded[k] for k in ("backoff", "webhook", "idempotency", "breaker", "timeout")}
+    # At most three full items and three pointers, all among the five payment records.
+    assert set(listed) <= {seeded[k] for k in ("backoff", "webhook", "idempotency", "breaker", "timeout")}
+    assert 1 <= sum(i["tier"] == "full" for i in payload["items"]) <= 3 and sum(i["tier"] == "pointer" for i in payload["items"]) <= 3
     scores = [item["score"] for item in payload["items"]]
     assert (min(scores) / max(scores)) ** (1 / RELEVANCE_SHARPNESS) >= MIN_SHARE_OF_TOP
     search = json.loads(cli("search", QUERY, "--json", "--limit", "20").stdout)["results"]
@@ -203,18 +232,18 @@ def test_filler_far_below_the_best_item_is_left_out(cli, seeded: dict[str, str])
 
 def test_default_budget_is_500_tokens_and_5_items(cli, seeded: dict[str, str]) -> None:
     unbounded = context(cli, QUERY, "--budget-tokens", "100000").stdout
-    assert len(item_lines(unbounded)) == 5
+    assert len(item_lines(unbounded)) >= 1 and len(item_lines(unbounded)) + len(pointer_lines(unbounded)) <= 5
     default = context(cli, QUERY).stdout
     assert len(default) <= 500 * 4
-    # Five items cut to what serves the query fit the default budget whole.
+    # The items cut to what serves the query, and the pointers, fit the default budget whole.
     assert default == unbounded
-    tight = context(cli, QUERY, "--budget-tokens", "250").stdout
-    assert len(unbounded) > 250 * 4 >= len(tight)  # a smaller budget has to bite
-    lines = item_lines(tight)
-    assert 1 <= len(lines) < 5
+    tight = context(cli, QUERY, "--budget-tokens", "60").stdout
+    assert len(unbounded) > 60 * 4 >= len(tight)  # a smaller budget has to bite
+    lines = item_lines(tight) + pointer_lines(tight)
+    assert 1 <= len(lines) < len(item_lines(unbounded)) + len(pointer_lines(unbounded))
     assert tight.startswith("## Relevant Memories\n")
-    # whole items first; only the last one may be shortened
-    assert lines[:-1] == item_lines(unbounded)[: len(lines) - 1]
+    # whole items first; only the last full one may be shortened, and pointers go before it does
+    assert item_lines(tight)[:-1] == item_lines(unbounded)[: len(item_lines(tight)) - 1]
 
 
 @pytest.mark.parametrize("tokens", [10, 25, 40, 60, 120, 250])
@@ -225,6 +254,8 @@ def test_small_budgets_are_never_exceeded_nor_words_cut(cli, seeded: dict[str, s
     out = context(cli, QUERY, "--budget-tokens", str(tokens), "--format", fmt).stdout
     assert len(out) <= tokens * 4
     pattern = MARKDOWN_LINE if fmt == "markdown" else COMPACT_LINE
+    for line in pointer_lines(out):
+        assert POINTER_LINE.match(line) and len(line) <= POINTER_LINE_CHARS, line
     for line in item_lines(out):
         found = pattern.match(line)
         assert found, line
@@ -232,7 +263,7 @@ def test_small_budgets_are_never_exceeded_nor_words_cut(cli, seeded: dict[str, s
         if text != full:
             assert text.endswith(MARKER) and not text.endswith(" " + MARKER), line
             assert_word_boundary_prefix(text.removesuffix(MARKER), full)
-    assert not out or item_lines(out)  # never a bare heading
+    assert not out or item_lines(out) or pointer_lines(out)  # never a bare heading
 
 
 def test_a_tight_budget_shortens_the_top_item_with_the_marker(cli, seeded: dict[str, str]) -> None:
@@ -247,9 +278,9 @@ def test_a_tight_budget_shortens_the_top_item_with_the_marker(cli, seeded: dict[
 
 @pytest.mark.parametrize("count", [1, 2, 4])
 def test_max_items_limits_the_block(cli, seeded: dict[str, str], count: int) -> None:
-    everything = item_lines(context(cli, QUERY, "--budget-tokens", "100000").stdout)
+    everything = printed_ids(context(cli, QUERY, "--budget-tokens", "100000").stdout)
     limited = context(cli, QUERY, "--budget-tokens", "100000", "--max-items", str(count)).stdout
-    assert item_lines(limited) == everything[:count]
+    assert printed_ids(limited) == everything[:count]
     payload = json.loads(context(cli, QUERY, "--format", "json", "--max-items", str(count)).stdout)
     assert len(payload["items"]) == count
 
@@ -272,8 +303,9 @@ def test_every_printed_id_resolves_with_show(cli, seeded: dict[str, str], fmt: s
     else:
         pattern = MARKDOWN_LINE if fmt == "markdown" else COMPACT_LINE
         items = [(m["id"], m["text"]) for m in map(pattern.match, item_lines(out)) if m]
-        assert len(items) == len(item_lines(out))
-    assert len(items) == 5 and seeded["backoff"] in dict(items)
+        items += [(m["id"], m["text"]) for m in map(POINTER_LINE.match, pointer_lines(out)) if m]
+        assert len(items) == len(item_lines(out)) + len(pointer_lines(out))
+    assert 3 <= len(items) <= 6 and seeded["backoff"] in dict(items)
     for record_id, text in items:
         shown = cli("show", record_id, "--json")
         assert shown.exit_code == 0, shown.stderr
@@ -287,14 +319,14 @@ def test_every_printed_id_resolves_with_show(cli, seeded: dict[str, str], fmt: s
 
 
 @pytest.mark.parametrize("query", GAP_QUERIES)
-def test_evidence_gap_prints_nothing_or_the_gap_line(cli, seeded: dict[str, str], query: str) -> None:
+def test_evidence_gap_prints_the_gap_line_above_pointers_only(cli, seeded: dict[str, str], query: str) -> None:
+    # Someone asked: the best candidates come, as titles only, under the gap line.
     plain = context(cli, query)
-    assert (plain.stdout, plain.stderr) == ("", "")
-    line = context(cli, query, "--gap-line")
-    assert line.stdout == GAP_LINE + "\n"
-    assert line.stdout == "[EVIDENCE GAP: no reliable memory for this query]\n"
+    assert plain.stderr == "" and plain.stdout.startswith(GAP_LINE + "\n" + POINTER_HEADER + "\n")
+    assert not item_lines(plain.stdout) and 1 <= len(pointer_lines(plain.stdout)) <= 3
+    assert context(cli, query, "--gap-line").stdout == plain.stdout
     payload = json.loads(context(cli, query, "--format", "json").stdout)
-    assert payload["evidence_gap"] is True and payload["items"] == []
+    assert payload["evidence_gap"] is True and payload["items"] and {i["tier"] for i in payload["items"]} == {"pointer"}
 
 
 # -- synthesis ------------------------------------------------------------------------------
@@ -340,7 +372,7 @@ def test_synthesize_prints_the_summary_above_the_excerpts(
     head, _, block = result.stdout.partition("\n\n")
     assert head == f"Summary: {SUMMARY}"
     assert block.startswith("## Relevant Memories\n")
-    printed = [MARKDOWN_LINE.match(line) for line in item_lines(block)]
+    printed = [MARKDOWN_LINE.match(line) for line in item_lines(block)] + [POINTER_LINE.match(line) for line in pointer_lines(block)]
     assert printed and all(printed)
     # The synthesis call got the query and every printed excerpt, with its id, on stdin.
     ids = [m["id"] for m in printed]  # type: ignore[index]
@@ -370,7 +402,7 @@ def test_the_summary_counts_against_the_budget(
         assert block.startswith("## Relevant Memories\n")
     payload = json.loads(context(cli, QUERY, "--synthesize", "--budget-tokens", str(tokens), "--format", "json").stdout)
     assert payload["synthesis"] == head.removeprefix("Summary: ")
-    assert [i["id"] for i in payload["items"]] == [MARKDOWN_LINE.match(line)["id"] for line in item_lines(block)]  # type: ignore[index]
+    assert [i["id"] for i in payload["items"]] == (printed_ids(block) if block else [])
 
 
 def test_synthesize_without_the_flag_prints_no_summary(
@@ -411,7 +443,7 @@ def test_a_broken_llm_cmd_is_a_notice_not_an_error(
 
 
 def test_hook_injects_the_same_assembly_within_1500_characters(cli, seeded: dict[str, str]) -> None:
-    cli_lines = item_lines(context(cli, QUERY, "--format", "compact", "--budget-tokens", "100000").stdout)
+    asked = context(cli, QUERY, "--format", "compact", "--budget-tokens", "100000").stdout
     event = json.dumps({"session_id": "s1", "cwd": str(Path.cwd()), "hook_event_name": "UserPromptSubmit",
                         "prompt": QUERY})  # fmt: skip
     done = subprocess.run([sys.executable, "-m", "lore", "hook", "prompt"], input=event.encode(),
@@ -421,16 +453,17 @@ def test_hook_injects_the_same_assembly_within_1500_characters(cli, seeded: dict
     injected = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     assert len(injected) <= 1500
     lines = injected.split("\n")
-    assert lines[:3] == [FENCE_OPEN, FENCE_NOTE, "## Relevant Memories"] and lines[-1] == FENCE_CLOSE
-    hook_lines = lines[3:-1]
-    assert 1 <= len(hook_lines) <= len(cli_lines) == 5
-    assert hook_lines[:-1] == cli_lines[: len(hook_lines) - 1]
-    last, same = COMPACT_LINE.match(hook_lines[-1]), COMPACT_LINE.match(cli_lines[len(hook_lines) - 1])
-    assert last and same and last["id"] == same["id"]
-    assert hook_lines[-1].endswith(same.group(0)[same.end("text"):])  # the same metadata
-    if last["text"] != same["text"]:
-        assert last["text"].endswith(MARKER)
-        assert_word_boundary_prefix(last["text"].removesuffix(MARKER), same["text"])
+    assert lines[:2] == [FENCE_OPEN, FENCE_NOTE] and lines[-1] == FENCE_CLOSE
+    block = "\n".join(lines[2:-1])
+    # The hook's decision is its own (nobody asked: its thresholds are higher), its lines the same assembly:
+    # each full item the asked block's line for it, each pointer its title and id.
+    asked_full = {COMPACT_LINE.match(line)["id"]: line for line in item_lines(asked)}  # type: ignore[index]
+    for line in item_lines(block):
+        found = COMPACT_LINE.match(line)
+        assert found and found["id"] in asked_full
+        if line != asked_full[found["id"]]:
+            assert found["text"].endswith(MARKER)
+    assert printed_ids(block, "compact") and set(printed_ids(block, "compact")) <= set(printed_ids(asked, "compact"))
 
 
 def test_a_command_that_outlives_its_timeout_is_killed_with_its_children(tmp_path: Path,

@@ -79,6 +79,7 @@ def test_the_report_with_nothing_installed_says_how_to_install_and_is_no_problem
         "  Index: missing (no index yet); the next search or `lore index` builds it",
         f"  {HELPER_OFF}",
         f"  Hook log: no errors ({cache_file('hook.log')})",
+        "  Prompt hook, last 7 days: no prompts logged",
         "No problems on the agent side",
     ]
 
@@ -102,6 +103,7 @@ def test_claude_code_and_codex_running_this_lore(cli, indexed_store: Path, agent
         f"  {index_line(indexed_store)}",
         f"  {HELPER_OFF}",
         f"  Hook log: no errors ({cache_file('hook.log')})",
+        "  Prompt hook, last 7 days: no prompts logged",
         "No problems on the agent side",
     ]
 
@@ -283,3 +285,22 @@ def test_a_helper_that_lags_the_index_and_does_not_answer_is_named(cli, indexed_
         "2 problem(s) on the agent side",
     ]
     assert time.monotonic() - started < 30
+
+
+def test_the_report_summarises_what_the_prompt_hook_handed(cli, initialised: Path) -> None:  # type: ignore[no-untyped-def]
+    from lore.agent.log import log_opened, log_prompt
+    from lore.agent.prompt import Handed
+
+    log_prompt("warm", Handed("x" * 600, ("dec-1", "dec-2"), ("dec-2",)))
+    log_prompt("cold", Handed("y" * 300, ("dec-3", "dec-4"), ("dec-3", "dec-4")))
+    log_prompt("cold", Handed(""))
+    log_prompt("trivial", Handed(""))
+    log_opened("dec-3", "cli")  # a pointer opened later
+    log_opened("dec-9", "mcp")  # a record opened that no prompt pointed to
+    (cache_file("hook-prompts.jsonl")).open("a").write("{torn line\n")
+    result = doctor(cli)
+    assert result.exit_code == 0, result.stdout
+    assert ("  Prompt hook, last 7 days: 4 prompts; full items 25%, pointers only 25%, nothing 25%, trivial 25%; "
+            "225 characters per prompt; pointers opened later 1 of 3") in result.stdout.splitlines()
+    payload = json.loads(doctor(cli, "--json").stdout)
+    assert payload["agent_side"]["prompts"]["tiers"] == {"full": 1, "pointer": 1, "none": 1, "trivial": 1}

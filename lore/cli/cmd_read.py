@@ -140,7 +140,8 @@ def doctor(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Check the data dir (malformed lines, duplicate ids, dangling edges, unknown relations, audit chain) and the
-    agent side: which agents run lore's hooks and MCP server, and which lore; the index; the warm helper; the hook log."""
+    agent side: which agents run lore's hooks and MCP server, and which lore; the index; the warm helper; the hook log;
+    what the prompt hook handed over the last 7 days (full items, pointers, nothing; characters per prompt)."""
     from lore.agent.doctor import diagnose_agent_side
     from lore.store.health import diagnose
 

@@ -148,14 +148,14 @@ class InjectSettings(NamedTuple):
     cold_gate_threshold: float = 0.4
     cold_item_threshold: float = 0.3
     cold_pointer_threshold: float = 0.2
-    # Surfaces where someone asks for memory (`lore context`, MCP `context`, `Lore.context`):
-    # the highest gate threshold that refuses at most 5% of the answerable dev questions of
-    # the demo, memory and known-item sets (0%, 2%, 0%; it refuses 30%, 25%, 29% of their
-    # unanswerable ones; scripts/asked_threshold.py). The prompt hook's threshold above
-    # refuses 51%, 86% and 73% of those answerable questions: right for a block nobody
-    # asked for, wrong for an answer. A store of under ``YOUNG_STORE_RECORDS`` records is
-    # answered on the search's evidence-gap verdict instead (``context.decide``).
-    asked_gate_threshold: float = 0.01
+    # Surfaces where someone asks for memory (`lore context`, MCP `context`, `Lore.context`): the
+    # best candidates always come (``asked_pointer_threshold``), the first in full from this gate
+    # on; a block without a full item carries the gap line. The highest threshold that leaves at
+    # most 10% of the answerable dev questions of the demo, memory and known-item sets without a
+    # full item (0%, 10%, 6%; it marks 50%, 28%, 29% of their unanswerable ones a gap;
+    # scripts/asked_threshold.py). A store of under ``YOUNG_STORE_RECORDS`` records follows the
+    # search's evidence-gap verdict instead (``context.decide``).
+    asked_gate_threshold: float = 0.065
     # A memory injected earlier in the session comes again only as the first hit of a
     # prompt whose gate is at least this sure: the agent already has it in its context.
     repeat_threshold: float = 0.9

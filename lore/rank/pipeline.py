@@ -362,7 +362,7 @@ def run(
         lap("passages", t)
     lap.total()
     term_idf = reader.bm25.idf_of(query_terms) if query_terms else {}
-    known = bool(opts.current_project) and reader.table.knows_project(opts.current_project)
+    known = opts.current_project is not None and reader.table.knows_project(opts.current_project)
     return SearchResponse(query, hits, verdict, classified, timings, weights, tuple(warnings),
                           tuple(channels.rankings), opts.fusion, term_idf, len(reader.table), known)  # fmt: skip
 
