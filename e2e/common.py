@@ -356,10 +356,10 @@ def demo_prompt_arrives(agent: Agent, demo: DemoPrompt, env: dict[str, str]) -> 
 
 
 def measured_null_evidence(index: Path, timeout_s: float = 180.0) -> None:
-    """Wait for the warm helper's measure of the store's null evidence (lore/rank/null.py), as after a first session.
+    """Wait for the store's null evidence beside the live index (lore/rank/null.py), as a user's prompts find it.
 
-    Until it is measured the injection decision scores the demo store on the default scale;
-    a user's first session leaves the measure beside the index for every later prompt.
+    ``lore index`` or the warm helper measures it; until then the injection decision would
+    score the demo store on the default scale, which no user's later prompt sees.
     """
     from lore.rank import null
 
