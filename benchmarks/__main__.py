@@ -45,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
                       + " (the default), sync (the lore sync soak; only when named).")  # fmt: skip
     made.add_argument("--sets", help="Comma-separated evaluation sets of the quality section: " + ",".join(SETS)
                       + " (LoCoMo is downloaded once into the bench cache).")  # fmt: skip
+    made.add_argument("--stores", help="Comma-separated stores the latency, indexing and first-prompt sections build "
+                      "at each size: synthetic (git commits as the bench writes them), real (as `lore remember` "
+                      "stores them: whole messages, scrubbed); default both.")
     made.add_argument("--keep", action="store_true", help="Keep the temporary work directory (its path is printed).")
     return made
 
@@ -75,6 +78,14 @@ def settings_from(options: argparse.Namespace) -> Any:
             raise UsageError(f"cannot read sizes {sizes!r}", hint="e.g. --sizes 1000,10000,50000") from exc
         if not settings.sizes or min(settings.sizes) < 10 or max(settings.sizes) > 60000:
             raise UsageError("sizes must be between 10 and 60000 (the git corpus holds 60,000 commits)")
+    if options.stores:
+        from benchmarks.runner import STORES
+
+        stores = tuple(s.strip() for s in options.stores.split(",") if s.strip())
+        unknown = [s for s in stores if s not in STORES]
+        if unknown or not stores:
+            raise UsageError(f"unknown store {(unknown or [options.stores])[0]!r}", hint="stores: " + ",".join(STORES))
+        settings.stores = stores
     settings.keep_workdir = options.keep
     return settings
 

@@ -29,6 +29,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from benchmarks import stream
@@ -46,6 +47,9 @@ STEPS = tuple(step / 100 for step in range(0, 91))
 L2 = 1.0  # ridge on every weight but the bias
 # Features whose weight may take either sign; every evidence's must not be negative.
 SIGNED = frozenset({"bias", "log_terms", "top_other", "rank", "other"})
+# Held at 0 in every fit: each helped some author groups left out and hurt others by more than 0.01 of
+# the gate's ROC area, or only hurt (docs/search.md, "The injection decision"; the prompt's length too).
+WITHOUT = frozenset({"log_terms", "coverage", "title_share"})
 
 
 @dataclass
@@ -323,27 +327,6 @@ def apply(settings: Any, thresholds: dict[str, float], lexical: dict[str, float]
     return settings
 
 
-def leave_one_out(groups: Groups, without: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """Per left-out group: weights and thresholds from the others, the figures on it (warm and cold), and its curve."""
-    names = groups.names()
-    out: dict[str, Any] = {}
-    for held in names:
-        train = [g for g in names if g != held]
-        thresholds = choose(out_of_fold(groups, train, without))
-        weights = groups.fit_on(train, without)
-        settings = apply(weights, thresholds)
-        row: dict[str, Any] = {"thresholds": thresholds}
-        for path in stream.PATHS:
-            scored = score(getattr(groups, path)[held], settings)
-            row[path] = {
-                "lore": stream.measures(simulate(scored, thresholds["full"], thresholds["pointer"], thresholds["item"])),
-                "always": stream.measures(simulate(scored, 0, 0, 0, always=True)),
-            }
-        row["curve"] = curve(score(groups.warm[held], settings), thresholds)
-        out[held] = row
-    return out
-
-
 def curve(scored: Sequence[Scored], thresholds: dict[str, float]) -> list[dict[str, float]]:
     """Reach against left empty as the pointer threshold moves (the full and item thresholds kept)."""
     points = []
@@ -394,8 +377,20 @@ def single_threshold(scored: Sequence[Scored]) -> float:
     return Z_STEPS[-1]
 
 
+def run(shared: Path, work: Path, progress: stream.Progress = stream._quiet, *, quick: bool = False) -> dict[str, Any]:
+    """The stream section (``python -m benchmarks --only stream``): every author group's prompts searched once, then
+    each group left out. ``quick``: the demo store's prompts only (the git store's 8,000 records take a minute to build).
+    """
+    turns = stream.load_groups()
+    if quick:
+        turns = [t for t in turns if t.store == "demo"]
+    stores = stream.observe(shared, work, progress, turns)
+    progress("stream: leaving each author group out")
+    return report(stores, turns, quick=quick)
+
+
 def report(stores: stream.StreamStores, turns: Sequence[stream.Turn], *, quick: bool = False,
-           without: frozenset[str] = frozenset({"log_terms"})) -> dict[str, Any]:  # fmt: skip
+           without: frozenset[str] = WITHOUT) -> dict[str, Any]:  # fmt: skip
     """The stream section's figures: per left-out group and pooled, on the warm and cold paths, through
     ``stream.replay`` (``context.block_for`` itself), beside injecting always and each input alone."""
     from benchmarks.matrix import paired_margin

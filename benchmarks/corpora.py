@@ -163,6 +163,31 @@ def commit_raws(commits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], di
     return raws, mapping, duplicates
 
 
+def remembered_commit_raws(commits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """Decisions for commits as a user's ``lore remember SUBJECT -r MESSAGE`` stores them, and the duplicate ids skipped.
+
+    The real-text store beside ``commit_raws``' (docs/performance.md): the whole commit
+    message as the rationale (trailers kept), run through lore's scrubber as every write
+    is (e-mail addresses become ``[REDACTED:email]``), no tags, project ``git``. The ids
+    and timestamps are the commit's, so both stores rank the same commits by recency.
+    """
+    from lore.scrub import scrub
+
+    raws: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    duplicates = 0
+    for commit in commits:
+        record_id = commit_id(commit["sha"])
+        if record_id in seen:
+            duplicates += 1
+            continue
+        seen.add(record_id)
+        subject = str(commit.get("subject") or "").strip() or commit["sha"][:12]
+        message = str(commit.get("body") or "").strip()
+        raws.append(decision_raw(record_id, str(commit["date"]), scrub(subject).text, scrub(message).text, project="git"))
+    return raws, duplicates
+
+
 def commit_text(raw: dict[str, Any]) -> str:
     """The plain-text file a grep user would have for one commit."""
     return f"{raw['decision']}\n\n{raw['rationale']}\n\n" + "\n".join(raw["tags"]) + "\n"

@@ -1,7 +1,7 @@
 """Index build cost: lore's full build and single-record refresh beside a bare Whoosh writer.
 
 The bare writer indexes the text lore gave Whoosh (``Record.fields()``) with the
-schema it used (``lore.index.lexical.schema()``), single-process, and nothing else.
+schema it used (``benchmarks.whoosh_index.schema()``, lore/index/lexical.py then), single-process, and nothing else.
 Builds wrote that index until format 11 (quoted phrases now come from the BM25
 index's term sequence: docs/whoosh-choice.md); the row stays as the reference the
 build is measured against, the part that once took most of it.
@@ -63,7 +63,7 @@ def bare_whoosh(data_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
     """Single-process Whoosh writer over the same field text, same schema; text prepared untimed."""
     from whoosh import index
 
-    from lore.index import lexical
+    from benchmarks import whoosh_index
     from lore.index.manager import _tree_size
     from lore.store import Store
 
@@ -79,7 +79,7 @@ def bare_whoosh(data_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         started = time.perf_counter()
-        ix = index.create_in(str(target), lexical.schema())
+        ix = index.create_in(str(target), whoosh_index.schema())
         writer = ix.writer(limitmb=256)
         for record_id, title, body, extra, tags in docs:
             writer.add_document(id=record_id, title=title, body=body, extra=extra, tags=tags)
@@ -196,3 +196,43 @@ def whole_process(data_dir: Path, index_dir: Path, work: Path, repeats: int, tim
             "beyond_noop_seconds_p50": round(statistics.median(beyond), 3),
             "beyond_noop_seconds_all": [round(s, 3) for s in beyond],
             "python_seconds_p50": round(statistics.median(python), 3), "repeats": repeats}  # fmt: skip
+
+
+def rebuild_process(data_dir: Path, index_dir: Path, work: Path, repeats: int) -> dict[str, Any]:
+    """``lore index --rebuild --json`` as a user runs it: whole process, peak RSS, time per part, beside ``python -c pass``.
+
+    Alternating with the floor, medians over ``repeats``; the build report's ``timings``
+    (seconds per part) are the last run's. Bytecode comes from a cache of the run's own,
+    filled by an untimed first run (``whole_process``).
+    """
+    import json
+    import os
+
+    from lore.measure import PYTHON_PASS, run_once
+
+    env = {**os.environ, "LORE_DATA_DIR": str(data_dir), "LORE_INDEX_DIR": str(index_dir),
+           "PYTHONPYCACHEPREFIX": str(work / "pycache")}  # fmt: skip
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    work.mkdir(parents=True, exist_ok=True)
+    stop_helpers_of(index_dir)
+    _lore_index(env)  # untimed: fills the bytecode cache
+    command = [*lore_argv("index", "--rebuild", "--json")]
+    seconds, floors, rss, cpu = [], [], [], []
+    timings: dict[str, Any] = {}
+    for _ in range(repeats):
+        floors.append(run_once(PYTHON_PASS, env, work).ms / 1000)
+        sample = run_once(command, env, work)
+        if sample.returncode != 0:
+            raise RuntimeError(f"lore index --rebuild exited {sample.returncode}")
+        seconds.append(sample.ms / 1000)
+        rss.append(sample.maxrss_kb)
+        cpu.append(sample.cpu_ms / 1000)
+        with contextlib.suppress(ValueError):
+            timings = json.loads(sample.stdout).get("timings") or {}
+    floor = statistics.median(floors)
+    p50 = statistics.median(seconds)
+    return {"seconds_p50": round(p50, 3), "seconds_all": [round(s, 3) for s in seconds],
+            "cpu_seconds_p50": round(statistics.median(cpu), 3), "python_seconds_p50": round(floor, 4),
+            "ratio_to_python_floor": round(p50 / floor, 1) if floor else None,
+            "peak_rss_mib": round(max(rss) / 1024, 1) if rss and max(rss) > 0 else None,
+            "timings_last": {k: round(float(v), 3) for k, v in timings.items()}, "repeats": repeats}  # fmt: skip

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bash_original
+from benchmarks import bash_original, compile_bytecode
 from benchmarks import locations as bench_locations
 
 # The timing helpers `lore bench` shares live in lore.measure; the harness's modules import them from here.
@@ -27,20 +27,6 @@ Progress = Callable[[str], None]
 
 def _quiet(message: str) -> None:
     return None
-
-
-def compile_bytecode() -> bool:
-    """Compile lore's modules to bytecode once, as ``pip install`` does for a wheel.
-
-    An editable install under ``PYTHONDONTWRITEBYTECODE`` (set on these machines)
-    would otherwise recompile every lore module in every measured process: ~100
-    ms that no installed copy pays. Returns whether every module compiled.
-    """
-    import compileall
-
-    import lore
-
-    return bool(compileall.compile_dir(str(Path(lore.__file__).parent), quiet=1))
 
 
 def first_content_word(question: str) -> str:
@@ -54,6 +40,11 @@ def server_available(env: Mapping[str, str], cwd: Path) -> bool:
     done = subprocess.run([*lore_command(), "server", "--help"], env=dict(env), cwd=cwd, capture_output=True,
                           check=False, timeout=60)  # fmt: skip
     return done.returncode == 0 and b"start" in done.stdout
+
+
+# The warm helper's trivial prompt: refused by ``hook.is_trivial`` before any search.
+TRIVIAL_PROMPT = "thanks"
+WARM_TRIVIAL = "lore hook prompt (warm helper, trivial prompt)"
 
 
 def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str], *, runs: int,
@@ -108,6 +99,14 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
                     sample = run_once([*lore, "hook", "prompt"], env, cwd, hook_event(query, cwd))
                     if i > 0:
                         samples.setdefault("lore hook prompt (warm helper)", []).append(sample)
+                    # A trivial prompt is refused before any search: it should cost little beyond the interpreter.
+                    sample = run_once([*lore, "hook", "prompt"], env, cwd, hook_event(TRIVIAL_PROMPT, cwd))
+                    if i > 0:
+                        samples.setdefault(WARM_TRIVIAL, []).append(sample)
+                    # The floor again, in the same rounds as the helper's rows (the machine's load moves).
+                    sample = run_once([*PYTHON_PASS], env, cwd)
+                    if i > 0:
+                        samples.setdefault("python -c pass", []).append(sample)
                     # A terminal search asks the running helper too (lore.agent.remote).
                     sample = run_once([*lore, "search", query, "--json"], env, cwd)
                     if i > 0:
@@ -120,6 +119,8 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
         notes.append("no `lore server` command: warm-helper hook latency not measured")
 
     floor = statistics.median(s.ms for s in samples["python -c pass"])
+    floor_cpus = [s.cpu_ms for s in samples["python -c pass"] if s.cpu_ms > 0]
+    floor_cpu = statistics.median(floor_cpus) if floor_cpus else 0.0
     grep = statistics.median(s.ms for s in samples["grep -ril"])
     baseline_p50 = {key: statistics.median(s.ms for s in samples[row]) for key, row in
                     (("ratio_to_sqlite3_fts5", bash_original.SQLITE_ROW), ("ratio_to_bash_original", bash_original.ORIGINAL_ROW))
@@ -132,6 +133,10 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
         figures["ratio_to_grep"] = round(figures["p50"] / grep, 2) if grep else None
         for key, base in baseline_p50.items():
             figures[key] = round(figures["p50"] / base, 2) if base else None
+        # CPU time (user + system) moves less with the machine's load than wall time: its ratio too.
+        cpu = [s.cpu_ms for s in got if s.cpu_ms >= 0]
+        figures["cpu_ms_p50"] = round(statistics.median(cpu), 1) if cpu else None
+        figures["cpu_ratio_to_python_floor"] = round(figures["cpu_ms_p50"] / floor_cpu, 2) if cpu and floor_cpu else None
         rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
         figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
         figures["failures"] = sum(1 for s in got if s.returncode != 0)

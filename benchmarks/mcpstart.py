@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks.latency import compile_bytecode, lore_command, summary
+from benchmarks import compile_bytecode
+from lore.measure import lore_command, summary
 
 Progress = Callable[[str], None]
 REPLY_TIMEOUT_S = 60.0

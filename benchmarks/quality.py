@@ -58,10 +58,15 @@ class Searcher:
     index_dir: Path
 
     def __post_init__(self) -> None:
-        from benchmarks import locations
+        from benchmarks import settings
+        from lore.paths import Locations
         from lore.search import SearchSession
 
-        self.session = SearchSession(locations(self.data_dir, self.index_dir))
+        # A state dir of its own, beside the index: the demo set searches the checkout's data/ in place,
+        # and the access log of a developer's own `lore --data-dir data search` runs (keyed by that
+        # path in the user's state dir) fed the reinforcement stage and moved the demo figures.
+        own = settings()._replace(state_dir=str(self.index_dir.parent / f"{self.index_dir.name}-state"))
+        self.session = SearchSession(Locations.resolve(self.data_dir, self.index_dir, own))
 
     def build(self) -> Any:
         from lore.index.manager import IndexManager

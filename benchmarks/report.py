@@ -170,8 +170,13 @@ def duplicates_table(result: dict[str, Any]) -> Table:
     return table
 
 
-def latency_table(size: str, result: dict[str, Any]) -> Table:
-    table = Table(title=f"Whole-process latency at {int(size):,} decisions ({result['runs']} runs after a warm-up; lore's bytecode compiled first, as pip does)")
+def store_label(store: str) -> str:
+    """How a table's title names the store its figures come from (benchmarks.runner.STORES)."""
+    return " of real text (commits as `lore remember` stores them)" if store == "real" else ""
+
+
+def latency_table(size: str, result: dict[str, Any], store: str = "synthetic") -> Table:
+    table = Table(title=f"Whole-process latency at {int(size):,} decisions{store_label(store)} ({result['runs']} runs after a warm-up; lore's bytecode compiled first, as pip does)")
     # Ratios to the original bash Lore's search (benchmarks/bash_original.py), when it was measured.
     baselines = [(key, label) for key, label in (("ratio_to_sqlite3_fts5", "x sqlite3 FTS5"), ("ratio_to_bash_original", "x bash original"))
                  if any(key in f for f in result["commands"].values())]  # fmt: skip
@@ -188,9 +193,9 @@ def latency_table(size: str, result: dict[str, Any]) -> Table:
     return table
 
 
-def writes_table(size: str, result: dict[str, Any]) -> Table:
+def writes_table(size: str, result: dict[str, Any], store: str = "synthetic") -> Table:
     """`lore remember` without and with the warm helper, each beside its own `python -c pass`; MCP remember."""
-    table = Table(title=f"Write latency at {int(size):,} decisions, whole process ({result['runs']} runs after a warm-up, "
+    table = Table(title=f"Write latency at {int(size):,} decisions{store_label(store)}, whole process ({result['runs']} runs after a warm-up, "
                         "alternating with python -c pass)")  # fmt: skip
     for column in ("command", "p50 ms", "p95 ms", "python -c pass p50 ms", "x python floor", "CPU p50 ms", "peak RSS MiB",
                    "exit codes"):  # fmt: skip
@@ -212,11 +217,11 @@ def writes_table(size: str, result: dict[str, Any]) -> Table:
     return table
 
 
-def stages_table(sizes: dict[str, Any]) -> Table | None:
+def stages_table(sizes: dict[str, Any], store: str = "synthetic") -> Table | None:
     with_stages = {n: s["stages"] for n, s in sizes.items() if s.get("stages")}
     if not with_stages:
         return None
-    table = Table(title="In-process pipeline time per stage, ms (p50 / p95 over the questions, warm session)")
+    table = Table(title=f"In-process pipeline time per stage{store_label(store)}, ms (p50 / p95 over the questions, warm session)")
     table.add_column("stage")
     for n in with_stages:
         table.add_column(f"{int(n):,}", justify="right")
@@ -232,16 +237,19 @@ def stages_table(sizes: dict[str, Any]) -> Table | None:
     return table
 
 
-def indexing_table(sizes: dict[str, Any]) -> Table | None:
+def indexing_table(sizes: dict[str, Any], store: str = "synthetic") -> Table | None:
     rows = {n: s["indexing"] for n, s in sizes.items() if s.get("indexing")}
     if not rows:
         return None
-    table = Table(title="Indexing (model loaded beforehand; bare = single-process Whoosh, same schema and text; process = `lore index` as a process, medians of pairs)")
+    table = Table(title=f"Indexing{store_label(store)} (model loaded beforehand; bare = single-process Whoosh, same schema and text; "
+                        "process = `lore index` as a process, medians of pairs; rebuild = `lore index --rebuild` as a process)")  # fmt: skip
     for column in ("decisions", "full build s", "bare Whoosh s", "full/bare", "incremental s", "beyond no-op s", "rebuild/incremental",
-                   "index MiB", "bare MiB", "bm25 / embed / table s", "process: no-op s", "process: beyond no-op s"):  # fmt: skip
+                   "index MiB", "bare MiB", "bm25 / embed / table s", "process: no-op s", "process: beyond no-op s",
+                   "process: rebuild s", "rebuild peak RSS MiB"):  # fmt: skip
         table.add_column(column, justify="right")
     for n, ix in rows.items():
         full, bare, inc = ix.get("full", {}), ix.get("bare_whoosh", {}), ix.get("incremental", {})
+        rebuild = ix.get("rebuild_process", {})
         phases = full.get("phases_last", {})
         table.add_row(f"{int(n):,}", _f(full.get("seconds_p50"), 2), _f(bare.get("seconds_p50"), 2), _f(ix.get("ratio_full_to_bare"), 2),
                       _f(inc.get("seconds_p50"), 2), _f(inc.get("beyond_noop_seconds_p50"), 3),
@@ -249,7 +257,8 @@ def indexing_table(sizes: dict[str, Any]) -> Table | None:
                       _mib(full.get("index_bytes")), _mib(bare.get("index_bytes")),
                       " / ".join(_f(phases.get(k), 1) for k in ("bm25", "embeddings", "table_graph")),
                       _f(ix.get("process", {}).get("noop_seconds_p50"), 3),
-                      _f(ix.get("process", {}).get("beyond_noop_seconds_p50"), 3))  # fmt: skip
+                      _f(ix.get("process", {}).get("beyond_noop_seconds_p50"), 3),
+                      _f(rebuild.get("seconds_p50"), 2), _f(rebuild.get("peak_rss_mib"), 0))  # fmt: skip
     return table
 
 
@@ -486,12 +495,14 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
     if "duplicates" in results:
         console.print(duplicates_table(results["duplicates"]))
     sizes = results.get("sizes") or {}
-    for n, entry in sizes.items():
-        if entry.get("latency"):
-            console.print(latency_table(n, entry["latency"]))
-    for n, entry in sizes.items():
-        if entry.get("writes"):
-            console.print(writes_table(n, entry["writes"]))
+    stores = [("synthetic", sizes), ("real", results.get("real_sizes") or {})]
+    for store, per_size in stores:
+        for n, entry in per_size.items():
+            if entry.get("latency"):
+                console.print(latency_table(n, entry["latency"], store))
+        for n, entry in per_size.items():
+            if entry.get("writes"):
+                console.print(writes_table(n, entry["writes"], store))
     for n, entry in sizes.items():
         if entry.get("first_prompt"):
             console.print(first_prompt_table(n, entry["first_prompt"]))
@@ -505,7 +516,10 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
         console.print(capture_table(results["capture"]))
     if results.get("import"):
         console.print(import_table(results["import"]))
-    for extra in (stages_table(sizes), indexing_table(sizes), scale_table(results.get("scale") or {})):
+    extras = [stages_table(sizes), indexing_table(sizes), scale_table(results.get("scale") or {})]
+    real_sizes = results.get("real_sizes") or {}
+    extras += [stages_table(real_sizes, "real"), indexing_table(real_sizes, "real")]
+    for extra in extras:
         if extra is not None:
             console.print(extra)
     if results.get("sync"):
@@ -514,4 +528,5 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"[red]failed:[/red] {message}")
     timings = results.get("harness_seconds", {})
     per_size = {n: e.get("harness_seconds") for n, e in sizes.items()}
+    per_size.update({f"{n} real": e.get("harness_seconds") for n, e in real_sizes.items()})
     console.print(f"harness time: {timings}  per size: {per_size}")

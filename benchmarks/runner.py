@@ -16,6 +16,14 @@ from benchmarks import DEFAULT_SECTIONS, DEFAULT_SIZES, SETS, corpora, indexing,
 
 Progress = Callable[[str], None]
 
+# The stores of the size-dependent sections, both from the git commits: "synthetic" as the bench
+# writes them (subject, the message without its trailers, the changed files as tags, straight into
+# the file), "real" as a user's `lore remember SUBJECT -r MESSAGE` stores them (the whole message,
+# scrubbed, no tags): longer records, what the issue's figures on a real store were taken on.
+STORES = ("synthetic", "real")
+# Where each store's figures go in the results: the synthetic ones where they always were.
+STORE_KEYS = {"synthetic": ("sizes", "scale"), "real": ("real_sizes", "real_scale")}
+
 
 @dataclass
 class BenchSettings:
@@ -33,12 +41,16 @@ class BenchSettings:
     soak_size: int = 10000
     soak_prompts: int = 2000
     soak_writes: int = 200
+    rebuild_repeats: int = 3  # whole-process `lore index --rebuild` at sizes <= 10,000 (one at larger sizes)
+    # The stores the latency, indexing and first-prompt sections build at each size (STORES).
+    stores: Sequence[str] = ("synthetic", "real")
     keep_workdir: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def for_quick(cls, only: Sequence[str] = DEFAULT_SECTIONS) -> BenchSettings:
         return cls(quick=True, sizes=(1000,), only=only, latency_runs=5, write_runs=5, build_repeats_small=1, incremental_repeats=1, process_repeats=3,
+                   rebuild_repeats=1,
                    stage_queries=20, first_prompt_rounds=3, soak_size=1000, soak_prompts=200, soak_writes=20)  # fmt: skip
 
 
@@ -102,7 +114,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
     results: dict[str, Any] = {
         "machine": corpora.machine_info(),
         "settings": {"quick": settings.quick, "sizes": list(settings.sizes), "only": list(settings.only),
-                     "write_runs": settings.write_runs,
+                     "write_runs": settings.write_runs, "stores": list(settings.stores),
                      "sets": list(settings.sets), "latency_runs": settings.latency_runs,
                      "shared_dir": str(shared)},
         "harness_seconds": {},
@@ -122,7 +134,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
         if "quality" in settings.only:
             from benchmarks import bench_cache_dir, locomo, matrix, sets
 
-            loaders = sets.all_sets(shared, quick=settings.quick, cache=bench_cache_dir())
+            loaders = {**sets.all_sets(shared, quick=settings.quick), "locomo": lambda: locomo.load(bench_cache_dir())}
             results["quality"] = {}
             for name in settings.sets:
                 t = time.perf_counter()
@@ -142,11 +154,11 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 results["harness_seconds"][f"quality {name}"] = round(time.perf_counter() - t, 1)
                 save()
         if "stream" in settings.only:
-            from benchmarks import stream
+            from benchmarks import authors
 
             t = time.perf_counter()
             try:
-                results["stream"] = stream.run(shared, work, progress, quick=settings.quick)
+                results["stream"] = authors.run(shared, work, progress, quick=settings.quick)
             except Exception as error:
                 failed("stream", error)
             results["harness_seconds"]["stream"] = round(time.perf_counter() - t, 1)
@@ -195,26 +207,29 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             results["harness_seconds"]["capture"] = round(time.perf_counter() - t, 1)
             save()
         if any(section in settings.only for section in ("latency", "indexing", "firstprompt")):
-            per_size: dict[int, dict[str, Any]] = {}
             loaded = corpora.load_questions()
             questions = [q["question"] for q in loaded]
             answerable = [q["question"] for q in loaded if q.get("answerable", True)]
             # The commits after the largest store's: the new decisions the write latency stores.
             commits_all = corpora.load_commits(shared, max(settings.sizes) + 3 * (settings.write_runs + 1) + 10)
-            for size in sorted(settings.sizes):
-                t = time.perf_counter()
-                entry: dict[str, Any] = {}
-                per_size[size] = entry
-                try:
-                    _measure_size(settings, size, commits_all, questions, answerable, work, entry, progress)
-                except Exception as error:
-                    failed(f"size {size}", error)
-                entry["harness_seconds"] = round(time.perf_counter() - t, 1)
-                shutil.rmtree(work / f"size-{size}-index", ignore_errors=True)
-                shutil.rmtree(work / f"size-{size}-data", ignore_errors=True)
-                results["scale"] = scale_curve(per_size)
-                results["sizes"] = {str(k): v for k, v in per_size.items()}
-                save()
+            for store in settings.stores:
+                per_size: dict[int, dict[str, Any]] = {}
+                sizes_key, scale_key = STORE_KEYS[store]
+                for size in sorted(settings.sizes):
+                    t = time.perf_counter()
+                    entry: dict[str, Any] = {"store": store}
+                    per_size[size] = entry
+                    label = f"size {size}" if store == "synthetic" else f"size {size} ({store})"
+                    try:
+                        _measure_size(settings, size, commits_all, questions, answerable, work, entry, progress, store)
+                    except Exception as error:
+                        failed(label, error)
+                    entry["harness_seconds"] = round(time.perf_counter() - t, 1)
+                    shutil.rmtree(work / f"size-{size}-index", ignore_errors=True)
+                    shutil.rmtree(work / f"size-{size}-data", ignore_errors=True)
+                    results[scale_key] = scale_curve(per_size)
+                    results[sizes_key] = {str(k): v for k, v in per_size.items()}
+                    save()
         if "sync" in settings.only:
             from benchmarks import sync_soak
 
@@ -246,9 +261,19 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
     return results
 
 
+def store_raws(store: str, commits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The decisions of ``store`` (``STORES``) for ``commits``, and the duplicate short ids skipped."""
+    if store == "real":
+        return corpora.remembered_commit_raws(commits)
+    raws, _, duplicates = corpora.commit_raws(commits)
+    return raws, duplicates
+
+
 def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str, Any]], questions: list[str],
-                  answerable: list[str], work: Path, entry: dict[str, Any], progress: Progress) -> None:  # fmt: skip
-    raws, _, duplicates = corpora.commit_raws(commits_all[:size])
+                  answerable: list[str], work: Path, entry: dict[str, Any], progress: Progress,
+                  store: str = "synthetic") -> None:  # fmt: skip
+    raws, duplicates = store_raws(store, commits_all[:size])
+    progress = _labelled(progress, store)
     data_dir, index_dir = work / f"size-{size}-data", work / f"size-{size}-index"
     corpora.write_decisions(data_dir, raws)
     entry["records"] = len(raws)
@@ -290,14 +315,25 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
         progress(f"indexing {size}: whole-process lore index, no-op vs one new decision x{settings.process_repeats}")
         entry["indexing"]["process"] = indexing.whole_process(data_dir, index_dir, work / f"size-{size}-process",
                                                               settings.process_repeats, raws[0]["timestamp"])  # fmt: skip
+        rebuilds = settings.rebuild_repeats if size <= 10000 else 1
+        progress(f"indexing {size}: whole-process lore index --rebuild x{rebuilds}")
+        entry["indexing"]["rebuild_process"] = indexing.rebuild_process(data_dir, index_dir, work / f"size-{size}-process",
+                                                                        rebuilds)  # fmt: skip
     if "latency" in settings.only:
         # Last: it adds decisions to the store. New ones, from the commits after the store's.
         runs = settings.write_runs
-        fresh, _, _ = corpora.commit_raws(commits_all[size : size + 3 * (runs + 1) + 10])
+        fresh, _ = store_raws(store, commits_all[size : size + 3 * (runs + 1) + 10])
         progress(f"writes {size}: {runs} runs per command")
         entry["writes"] = latency.measure_writes(data_dir, index_dir, work / f"size-{size}-writes",
                                                  [(r["decision"], r["rationale"]) for r in fresh], runs=runs,
                                                  progress=progress)  # fmt: skip
+
+
+def _labelled(progress: Progress, store: str) -> Progress:
+    """Progress lines that name the store when it is not the synthetic one."""
+    if store == "synthetic":
+        return progress
+    return lambda message: progress(f"[{store}] {message}")
 
 
 def _soak(settings: BenchSettings, shared: Path, work: Path, progress: Progress) -> dict[str, Any]:

@@ -200,21 +200,15 @@ def first_questions(evalset: EvalSet, answerable: int) -> EvalSet:
                    split={q: s for q, s in evalset.split.items() if q in keep})  # fmt: skip
 
 
-def all_sets(shared: Path, *, quick: bool = False, cache: Path | None = None) -> dict[str, Any]:
-    """Loaders by name (called lazily: each set's corpus is read only when it runs).
+def all_sets(shared: Path, *, quick: bool = False) -> dict[str, Any]:
+    """Loaders by name of the sets that are one EvalSet each (called lazily: each set's corpus is read only when it runs).
 
-    ``locomo`` loads a :class:`benchmarks.locomo.Locomo` (ten stores) from ``cache``,
-    downloading its file there first if needed; the others load one EvalSet.
+    LoCoMo (ten stores) is loaded by the runner (``benchmarks.locomo.load``): ``benchmarks.locomo``
+    builds on this module, so this one does not import it back.
     """
 
     def sample(evalset: EvalSet) -> EvalSet:
         return first_questions(evalset, QUICK_QUESTIONS) if quick else evalset
-
-    def locomo() -> Any:
-        from benchmarks import bench_cache_dir
-        from benchmarks import locomo as module
-
-        return module.load(cache or bench_cache_dir())
 
     return {
         "scifact": lambda: scifact(shared, quick=quick),
@@ -222,5 +216,4 @@ def all_sets(shared: Path, *, quick: bool = False, cache: Path | None = None) ->
         "memory": lambda: sample(memory(shared)),
         "memory-fresh": lambda: sample(memory_fresh(shared)),
         "demo": lambda: demo(),
-        "locomo": locomo,
     }

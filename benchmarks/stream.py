@@ -257,18 +257,3 @@ def hits_of(outcomes: Sequence[Outcome], full: bool = False) -> list[float]:
         return bool(set(o.injected) & set(o.turn.relevant)) or o.in_context
 
     return [1.0 if reached(o) else 0.0 for o in outcomes if o.turn.relevant]
-
-
-def run(shared: Path, work: Path, progress: Progress = _quiet, *, quick: bool = False) -> dict[str, Any]:
-    """Leave one author group out: each group's figures under the decision fitted and thresholded on the others.
-
-    ``quick``: the demo store's prompts only (the git store's 8,000 records take a minute to build).
-    """
-    from benchmarks import authors
-
-    turns = load_groups()
-    if quick:
-        turns = [t for t in turns if t.store == "demo"]
-    stores = observe(shared, work, progress, turns)
-    progress("stream: leaving each author group out")
-    return authors.report(stores, turns, quick=quick)

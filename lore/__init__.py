@@ -7,7 +7,7 @@ hook and ``lore --version`` need it to be.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from lore.version import __version__
 
 # Not `from typing import ...`: typing costs ~3 ms to import and `import lore` is on the path of
 # every hook and every terminal command the warm helper answers (mypy reads this name as typing's).

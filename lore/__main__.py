@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
             from lore.cli.app import run
 
             sys.exit(run(args))  # anything else: let the CLI parse (and report) it
-        sys.exit(serve(idle))
+        sys.exit(serve(idle, commands=_CliCommands()))
     from lore.cli.argv import command_name as _command
 
     if _command(args) in ("search", "context") and "--help" not in args and "-h" not in args:
@@ -83,6 +83,17 @@ def main(argv: list[str] | None = None) -> None:
     from lore.cli.app import run
 
     sys.exit(run(args))
+
+
+class _CliCommands:
+    """``lore.cli.app`` for the warm helper, which runs write commands in process: imported when first used
+    (typer costs ~0.15 s; the helper prepares it when idle), and handed down from here, above both, because
+    the agent never imports the CLI."""
+
+    def __getattr__(self, name: str) -> object:
+        from lore.cli import app
+
+        return getattr(app, name)
 
 
 def _serve_mcp() -> None:

@@ -28,7 +28,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # Runs of word characters joined by the punctuation of code: dotted names, paths,
 # kebab-case and version numbers stay one token (and are split into parts below).
@@ -168,5 +171,14 @@ def passages(title: str, content: str, limit: int = MAX_PASSAGES) -> list[str]:
     """
     title = " ".join(title.split())
     body = content[len(title):] if title and content.startswith(title) else content
-    sentences = (" ".join(s.split()) for s in SENTENCE.split(body) if len(s.split()) >= MIN_PASSAGE_WORDS)
+    sentences = (" ".join(s.split()) for s in _sentences(body) if len(s.split()) >= MIN_PASSAGE_WORDS)
     return ([title] if title else []) + list(islice(sentences, limit))
+
+
+def _sentences(body: str) -> Iterator[str]:
+    """``SENTENCE.split(body)``, lazily: a long body is cut only as far as its first passages (its matches are never empty)."""
+    start = 0
+    for match in SENTENCE.finditer(body):
+        yield body[start : match.start()]
+        start = match.end()
+    yield body[start:]

@@ -41,7 +41,7 @@ __all__ = ["Lore", "SearchHit", "SearchResponse"]
 # The search options ``Lore.search`` accepts: those of `lore search`, by their core names.
 SEARCH_OPTIONS = frozenset({
     "limit", "kinds", "project", "tags", "since", "until", "include_all", "intent", "graph_depth",
-    "channels", "diversity", "disable", "weights", "adaptive", "fusion", "include_candidates",
+    "channels", "diversity", "disable", "weights", "adaptive", "fusion", "include_candidates", "syntax",
 })  # fmt: skip
 # Per kind: the capture function (in lore.capture) and its main text parameter; ``text=`` names it too.
 _WRITERS = {
@@ -255,9 +255,11 @@ class Lore:
         """Hybrid search, as `lore search` (options: limit, kinds, tags, since, until, include_all, ...).
 
         The response is the pipeline's own: ``hits`` (``SearchHit``, best first, with
-        their text), ``evidence_gap``, ``warnings``, and how it got there.
+        their text), ``evidence_gap``, ``warnings``, and how it got there. The query may use
+        `lore search`'s query language (``type:decision retry -celery``; ``syntax=False`` reads
+        it as plain words).
         """
-        return self._search(query, options)
+        return self._search(query, {"syntax": True, **options})
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
         """The agent-ready block of the most relevant memories within a token budget (as `lore context`)."""

@@ -15,7 +15,7 @@ from lore.paths import Locations
 from lore.rank import access as access_log
 from lore.rank import intent
 from lore.rank.pipeline import SearchOptions, SearchResponse, run
-from lore.rank.query import scrub_query
+from lore.rank.query import redact_query, scrub_query
 
 LLM_TIMEOUT_S = 4.0
 
@@ -53,6 +53,11 @@ class SearchSession:
         from lore.rank import null
 
         null.ensure(self)
+
+    def search(self, raw_query: str, options: SearchOptions, **keywords: Any) -> SearchResponse:
+        """``search(self, raw_query, options, ...)``: for code handed a session that does not import this service
+        (``lore.rank.null``, in the rank layer below it)."""
+        return search(self, raw_query, options, **keywords)
 
     def get_encoder(self) -> Any:
         if self.encoder is None and self.encoder_error is None:
@@ -98,6 +103,17 @@ def search(
     """
     started = time.perf_counter()
     scrubbed = scrub_query(raw_query)
+    shown = None
+    if options.syntax:
+        from lore.rank import querylang
+
+        if querylang.uses_syntax(raw_query):
+            # Redacted before Whoosh parses it; what ranks is then scrubbed as any query is.
+            redacted = redact_query(raw_query)
+            parsed = querylang.parse(redacted)
+            shown = " ".join(redacted.split())
+            scrubbed = scrubbed._replace(text=scrub_query(parsed.text).text)
+            options = options._replace(query_tree=parsed.tree)
     t_open = time.perf_counter()
     reader = session.open(policy, progress)
     open_ms = (time.perf_counter() - t_open) * 1000
@@ -123,6 +139,8 @@ def search(
     if scrubbed.redactions:
         warnings.append(f"redacted {len(scrubbed.redactions)} secret(s) from the query")
     response = response._replace(warnings=tuple(warnings))
+    if shown is not None:  # the query as written, not only the words that ranked
+        response = response._replace(query=shown)
     response.timings_ms["open_index"] = round(open_ms, 3)
     if log_access:
         now = options.now if options.now is not None else time.time()
@@ -137,11 +155,13 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
                    include_candidates: bool = True,
                    channels: str | None = None, diversity: bool = False, disable: list[str] | None = None,
                    weights: str | None = None, adaptive: bool = False, fusion: str = "score",
-                   current_project: str | None = None, phrases: str = "hint") -> SearchOptions:  # fmt: skip
+                   current_project: str | None = None, phrases: str = "hint", syntax: bool = False) -> SearchOptions:  # fmt: skip
     """``SearchOptions`` from the options as a person types them (`lore search` and `lore ui` share this).
 
     ``phrases="filter"``: quoted phrases narrow the results (`lore search`); the default
-    treats quotes as a hint (``SearchOptions.phrases``).
+    treats quotes as a hint (``SearchOptions.phrases``). ``syntax``: the query may be
+    written in the query language (``lore.rank.querylang``; `lore search`, MCP's search,
+    ``Lore.search``), whose fields combine with these filters.
     """
     from datetime import UTC, datetime
 
@@ -200,6 +220,7 @@ def search_options(*, limit: int = 10, kinds: list[str] | None = None, project: 
         disabled_stages=frozenset(disable or ()),
         now=time.time(),
         phrases=phrases,
+        syntax=syntax,
     )
 
 

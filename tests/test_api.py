@@ -52,8 +52,8 @@ def test_import_and_construct_import_nothing_heavy_and_read_nothing(tmp_path: Pa
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     heavy, lore_modules = out.split("\n")[:2]
     assert heavy == ""
-    # Only the API module, the light error family and the settings load before the first call.
-    assert set(lore_modules.split(",")) <= {"lore.api", "lore.errors", "lore.settings"}
+    # Only the API module, the light error family, the settings and the version load before the first call.
+    assert set(lore_modules.split(",")) <= {"lore.api", "lore.errors", "lore.settings", "lore.version"}
     assert not missing.exists() and not (tmp_path / "idx").exists()
 
 

@@ -46,6 +46,31 @@ def test_commit_conversion() -> None:
         assert raw["timestamp"].endswith("Z")
 
 
+def test_the_real_text_store_keeps_whole_messages_scrubbed_as_lore_remember_stores_them() -> None:
+    from benchmarks import corpora, runner
+
+    assert SHARED is not None
+    commits = corpora.load_commits(SHARED, 50)
+    raws, duplicates = corpora.remembered_commit_raws(commits)
+    synthetic, _, _ = corpora.commit_raws(commits)
+    assert duplicates == 0 and [r["id"] for r in raws] == [r["id"] for r in synthetic]
+    signed = [raw for raw in raws if "Signed-off-by" in raw["rationale"]]
+    assert signed and all("[REDACTED:email]" in raw["rationale"] and "@pobox.com" not in raw["rationale"] for raw in signed)
+    assert all(raw["tags"] == [] and raw["project"] == "git" for raw in raws)
+    assert sum(len(r["rationale"]) for r in raws) > sum(len(r["rationale"]) for r in synthetic)
+    assert runner.store_raws("real", commits)[0] == raws and runner.store_raws("synthetic", commits)[0] == synthetic
+
+
+def test_the_stores_option_is_checked() -> None:
+    from benchmarks.__main__ import parser, settings_from
+    from lore.errors import UsageError
+
+    assert tuple(settings_from(parser().parse_args(["--stores", "real"])).stores) == ("real",)
+    assert tuple(settings_from(parser().parse_args([])).stores) == ("synthetic", "real")
+    with pytest.raises(UsageError):
+        settings_from(parser().parse_args(["--stores", "fake"]))
+
+
 def test_evaluate_counts_queries_without_results() -> None:
     from benchmarks.quality import evaluate
 
@@ -126,6 +151,8 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     assert process["noop_seconds_p50"] > process["python_seconds_p50"] > 0 and process["refresh_seconds_p50"] > 0
     assert abs(process["beyond_noop_seconds_p50"] - (process["refresh_seconds_p50"] - process["noop_seconds_p50"])) < 0.002
 
+    rebuild = indexing.rebuild_process(data_dir, index_dir, isolated / "process", 1)
+    assert rebuild["seconds_p50"] > rebuild["python_seconds_p50"] > 0 and "bm25" in rebuild["timings_last"]
     fresh, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 66)[60:])
     writes = latency.measure_writes(data_dir, index_dir, isolated / "writes", [(r["decision"], r["rationale"]) for r in fresh],
                                     runs=1)  # fmt: skip
@@ -133,14 +160,18 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
     for row in (latency.WRITE_COLD, latency.WRITE_WARM):
         assert writes["commands"][row]["exit_codes"] == {"0": 1} and writes["commands"][row]["ratio_to_python_floor"] > 0
     assert writes["commands"][latency.MCP_REMEMBER]["errors"] == 0 and not writes["notes"]
-    entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc, "process": process}, "latency": timed,
+    entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc, "process": process,
+                          "rebuild_process": rebuild}, "latency": timed,
              "stages": stages, "writes": writes}  # fmt: skip
     per_size = {60: entry, 120: entry}
     scale = runner.scale_curve(per_size)
     assert scale["full build"]["growth_exponent"] is not None
-    results = {"machine": corpora.machine_info(), "sizes": {"60": entry}, "scale": scale, "harness_seconds": {}}
+    results = {"machine": corpora.machine_info(), "sizes": {"60": entry}, "scale": scale, "harness_seconds": {},
+               "real_sizes": {"60": entry}}  # fmt: skip
     buffer = io.StringIO()
     report.render(results, Console(file=buffer, width=260))
+    assert "Whole-process latency at 60 decisions of real text" in buffer.getvalue()
+    assert "rebuild peak RSS MiB" in buffer.getvalue()
     assert "Indexing" in buffer.getvalue() and "process: beyond no-op s" in buffer.getvalue()
     assert "Write latency at 60 decisions" in buffer.getvalue()
     headers = [str(column.header) for column in report.latency_table("60", timed).columns]

@@ -136,3 +136,39 @@ def test_duplicate_pair_set_shape() -> None:
     for category in categories:
         counts = Counter(p["split"] for p in pairs if p["category"] == category)
         assert abs(counts["dev"] - counts["test"]) <= 1, (category, counts)
+
+
+def test_a_searcher_reads_no_access_log_but_its_own(tmp_path: Path) -> None:
+    """The quality section searches the checkout's data/ in place: the user's access log for it must not count.
+
+    A developer's `lore --data-dir data search` runs log accesses in the state dir (keyed by the
+    data dir's path); read by the bench, they fed the reinforcement stage and moved the demo set's
+    figures (R@10 0.911 -> 0.867 on its dev split).
+    """
+    import orjson
+
+    from benchmarks import locations
+    from benchmarks.quality import Searcher
+    from lore.rank.pipeline import SearchOptions
+
+    data = tmp_path / "data"
+    corpora.write_decisions(data, [
+        {"id": f"dec-{i:08x}", "timestamp": "2025-01-01T00:00:00Z", "decision": f"Retry payment calls with backoff, variant {i}",
+         "rationale": "Providers fail transiently", "tags": [], "project": "p"} for i in range(4)
+    ])  # fmt: skip
+    options = SearchOptions(limit=4, now=1.75e9)
+
+    def ranked() -> list[tuple[str, float]]:
+        searcher = Searcher(data, tmp_path / "index")
+        searcher.build()
+        try:
+            return [(hit.id, hit.score) for hit in searcher.query("retry payment backoff", options).hits]
+        finally:
+            searcher.close()
+
+    before = ranked()
+    # What the environment's state dir (the tests' isolated one) would hold after many searches of the last record.
+    log = locations(data, tmp_path / "index").access_log
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"".join(orjson.dumps({"ts": 1.749e9 + n, "q": "x", "ids": [before[-1][0]]}) + b"\n" for n in range(50)))
+    assert ranked() == before

@@ -174,7 +174,7 @@ code = run_prompt_hook([], stdin=io.StringIO(sys.argv[1]), stdout=out)
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"numpy", "tokenizers", "model2vec", "whoosh", "networkx", "yaml"})
 # What the cold path once imported for nothing (each cost 2-8 ms): the index writer's modules,
 # hashlib's OpenSSL binding, statistics (fractions, decimal, random), Whoosh's checker.
-avoidable = sorted(m for m in ("hashlib", "statistics", "zipfile", "socket", "lore.index.delta", "lore.index.lexical",
+avoidable = sorted(m for m in ("hashlib", "statistics", "zipfile", "socket", "lore.index.delta", "lore.rank.querylang",
                                "lore.index.bm25", "lore.index.build", "lore.store.store") if m in sys.modules)
 print(json.dumps({"code": code, "out": out.getvalue(), "heavy": heavy, "avoidable": avoidable}))
 """

@@ -236,3 +236,72 @@ def test_a_build_writes_the_token_cache(delta_store: Locations) -> None:  # noqa
     path.unlink()
     IndexManager(delta_store).build()  # up to date: the cache alone is written again
     assert cold_vectors.TokenCache.load(path, found[1].model or "") is not None
+
+
+def test_a_build_writes_every_base_rows_passage_tokens_as_the_pure_tokenizer_gives_them(
+        data_dir: Path, cached: cold_vectors.QueryVector, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The build tokenises each row's passages once, so a cold prompt reads numbers; the ids are ``PureBpe``'s."""
+    from lore.analysis import passages
+
+    shutil.copytree(ROOT / "data", data_dir)
+    locations = resolve_locations(data_dir)
+    report = IndexManager(locations).build()
+    assert report.timings["hook_files"] > 0 and report.seconds >= report.timings["hook_files"]  # `lore index --json`
+    found = IndexManager(locations).read_meta()
+    assert found is not None
+    directory, meta = found
+    docs = directory / meta.files["docs"]
+    tokens = cold_vectors.PassageTokens.load(directory / cold_vectors.PASSAGE_FILE, meta.model or "", docs)
+    assert tokens is not None
+    compared = 0
+    position = 0
+    for line in docs.read_bytes().split(b"\n"):
+        if line.strip():
+            doc = orjson.loads(line)
+            texts = passages(str(doc.get("title") or ""), str(doc.get("content") or ""))
+            assert tokens.token_ids(position, texts) == [cached.token_ids(text) for text in texts], texts
+            assert tokens.token_ids(position, [*texts[:-1], texts[-1] + " changed"]) is None  # other text: not these ids
+            compared += len(texts)
+        position += len(line) + 1
+    assert compared > 600
+    assert tokens.token_ids(position + 7, ["no such line"]) is None
+    # Docs read in chunks (each chunk's new words tokenised together): the same file byte for byte.
+    monkeypatch.setattr(cold_vectors, "PASSAGE_CHUNK", 7)
+    encoder = QueryEncoder(BUNDLED_MODEL_DIR)
+    assert encoder.pure is not None
+    cold_vectors.write_passage_tokens(directory / "chunked.bin", docs, meta.model or "", encoder.tokenizer, encoder.pure,
+                                      encoder.max_length, encoder.median_token_length)  # fmt: skip
+    assert (directory / "chunked.bin").read_bytes() == (directory / cold_vectors.PASSAGE_FILE).read_bytes()
+    # Written for another model, or from another docs file: not read.
+    assert cold_vectors.PassageTokens.load(directory / cold_vectors.PASSAGE_FILE, "another@model", docs) is None
+    assert cold_vectors.PassageTokens.load(directory / cold_vectors.PASSAGE_FILE, meta.model or "", directory / "x") is None
+
+
+def test_words_batched_through_the_tokenizer_get_the_ids_each_word_gets_alone() -> None:
+    encoder = QueryEncoder(BUNDLED_MODEL_DIR)
+    text = " ".join(repository_texts()[:200]) + " " + " ".join(AWKWARD)
+    words = sorted({w for t in text.split("\n") if (found := cold_vectors._passage_words(t, [], None, 1)) for w in found})
+    assert len(words) > 2000
+    pure = encoder.pure
+    assert pure is not None and pure.by_word
+    batched = cold_vectors._word_ids([*words, "\u2581"], encoder.tokenizer, pure)
+    words.append("\u2581")
+    assert batched == {word: pure._ids(word) for word in words}
+
+
+def test_cold_passage_cosines_from_the_build_equal_those_tokenised_at_the_prompt(data_dir: Path) -> None:
+    shutil.copytree(ROOT / "data", data_dir)
+    locations = resolve_locations(data_dir)
+    IndexManager(locations).build()
+    reader = cold.open_reader(locations)
+    vectors = cold_vectors.for_reader(reader)
+    assert vectors is not None and vectors.passages is not None
+    from lore.analysis import passages
+    from lore.rank.retrieval import Sparse
+
+    channels = Sparse(reader, cold.hook_options(None, NOW, channels=cold.RERANKED))
+    channels.query_vector = vectors.encoder.encode("how do we retry failed stripe charges")
+    rows = list(range(0, len(reader.table), 7))
+    texts = [passages(reader.table.doc(row)["title"], reader.table.doc(row)["content"]) for row in rows]
+    assert channels.passage_cosines(texts, rows) == channels.passage_cosines(texts)  # bit for bit
+    reader.close()

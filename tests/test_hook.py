@@ -77,6 +77,29 @@ def test_trivial_prompts_get_nothing(indexed: Path, prompt: str) -> None:
     assert assert_valid_or_empty(run_hook(event(prompt))) == ""
 
 
+TRIVIAL_MODULES = """
+import io, json, sys
+from lore.agent.hook import run_prompt_hook
+out = io.StringIO()
+code = run_prompt_hook([], stdin=io.StringIO(sys.argv[1]), stdout=out)
+print(json.dumps({"code": code, "out": out.getvalue(), "loaded": sorted(m for m in sys.modules if m.startswith("lore"))}))
+"""
+
+
+def test_a_trivial_prompt_is_refused_before_any_file_is_opened_or_lore_module_imported(indexed: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", TRIVIAL_MODULES, event("thanks!")], capture_output=True,
+                          check=True, timeout=60)  # fmt: skip
+    result = json.loads(done.stdout)
+    assert result["code"] == 0 and result["out"] == "" and hook_log() == ""
+    # Only what importing the hook loads: no paths, no client, no index (the warm trivial prompt's cost).
+    assert set(result["loaded"]) == {"lore", "lore.agent", "lore.agent.hook", "lore.agent.log", "lore.agent.prompt",
+                                     "lore.errors", "lore.settings"}  # fmt: skip
+
+
 def test_evidence_gap_injects_nothing_or_the_line(indexed: Path) -> None:
     # Off-topic for this tiny store. (A near miss such as "GPU node pools" against a
     # record on connection pools can sit above the cosine floor, which is calibrated

@@ -145,6 +145,26 @@ def test_a_store_without_null_evidence_uses_the_default_and_a_damaged_file_is_ig
     assert null.load(directory) == inject.DEFAULT_NULL
 
 
+def test_the_null_evidence_is_read_once_per_file_version(demo: Locations) -> None:
+    """The warm helper asks for it on every prompt: a stat, not a read, while the file is the one it read."""
+    import os
+
+    from lore.store.fileio import atomic_write
+
+    directory = IndexManager(demo).current_dir()
+    assert directory is not None
+    path = directory / null.FILE
+    atomic_write(path, json.dumps(inject.DEFAULT_NULL.to_json()).encode())
+    first = null.load(directory)
+    stat = path.stat()
+    path.write_bytes(b"x" * stat.st_size)  # the same file, size and time: not read again
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert null.load(directory) == first
+    other = inject.NullEvidence(first.warm, {name: (mean + 1.0, spread) for name, (mean, spread) in first.cold.items()})
+    atomic_write(path, json.dumps(other.to_json()).encode())  # a new version: read
+    assert null.load(directory) == other != first
+
+
 # -- end to end on the demo store ----------------------------------------------------------------
 
 

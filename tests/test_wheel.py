@@ -66,6 +66,18 @@ def test_the_wheel_holds_the_model_the_ui_and_lore_bench(wheel: Path) -> None:
     assert {"lore/measure.py", "lore/cli/cmd_bench.py", "lore/py.typed"} <= names
 
 
+def test_the_wheels_one_whoosh_module_is_the_query_parser(wheel: Path) -> None:
+    # The Whoosh index lore once built (lore/index/lexical.py) is the bench's now (benchmarks/whoosh_index.py).
+    archive = zipfile.ZipFile(wheel)
+    importers = sorted(n for n in archive.namelist() if n.endswith(".py") and b"from whoosh" in archive.read(n))
+    assert importers == ["lore/rank/querylang.py"]
+    assert "lore/index/lexical.py" not in archive.namelist()
+    from lore.version import __version__  # the version's one home (pyproject.toml reads it from there)
+
+    version = f"\nVersion: {__version__}\n".encode()
+    assert any(n.endswith(".dist-info/METADATA") and version in archive.read(n) for n in archive.namelist())
+
+
 def test_the_installed_lore_lists_bench_and_runs_without_the_harness(wheel: Path, tmp_path: Path) -> None:
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)

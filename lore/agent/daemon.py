@@ -60,9 +60,21 @@ def rss_bytes() -> int | None:
 
 
 
-def serve(idle_seconds: int = DEFAULT_IDLE_S) -> int:
-    """Run the helper in the foreground until idle, rebuilt, gone, too big or stopped. Returns an exit code."""
+# The CLI (``lore.cli.app``: ``prepare``, ``run_parsed``), which the helper runs the write commands with, in
+# process. Handed down by ``lore.__main__`` (``serve``'s ``commands``): the agent never imports the CLI, which
+# itself starts and installs the agent's parts. None: write commands are declined (the client runs them).
+_COMMANDS: Any = None
+
+
+def serve(idle_seconds: int = DEFAULT_IDLE_S, commands: Any = None) -> int:
+    """Run the helper in the foreground until idle, rebuilt, gone, too big or stopped. Returns an exit code.
+
+    ``commands``: the CLI's app module (or a lazy stand-in for it) the write commands run through.
+    """
     import signal
+
+    global _COMMANDS
+    _COMMANDS = commands
 
     import filelock
 
@@ -594,7 +606,7 @@ def _run_for_client(conn: socket.socket, request: dict[str, Any], data_dir: str)
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         try:
-            reply = run_command(request, data_dir)
+            reply = run_command(request, data_dir, _COMMANDS.run_parsed) if _COMMANDS is not None else {"ok": True, "declined": True}
             answer = json.dumps(reply).encode() + b"\n"
         except Exception as exc:
             # Maybe run, maybe not: never "declined", which would make the client run it again.
@@ -635,12 +647,12 @@ def _warm_pool(locations: Any, settings: Any) -> None:
     write check's pool when a cache file of it exists (~20 ms at 10,000 decisions). Without one the first
     write builds it: a whole read of the store (1-2 s at 10,000), which would hold up the prompts here."""
     try:
-        from lore.cli.app import prepare
         from lore.curate.pool import cache_path, pool_for
         from lore.paths import write_check_dir
         from lore.store import Store
 
-        prepare()
+        if _COMMANDS is not None:
+            _COMMANDS.prepare()
         if cache_path(locations.data_dir, write_check_dir(settings)).exists():
             pool = pool_for(locations.data_dir, write_check_dir(settings))
             with pool.lock:

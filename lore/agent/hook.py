@@ -481,6 +481,9 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         if not isinstance(prompt, str):
             raise ValueError("hook input has no 'prompt' string")
         prompt = user_prompt(prompt)
+        trivial = is_trivial(prompt)
+        if trivial and not first_turn and not settings.hook_handoff and answer(protocol, protocol.prompt_event or "", []) is None:
+            return 0  # nothing to search, add or record: out before any file is opened or module imported
         session_id = event_session_id(event)
         cwd = event_cwd(event)
         if session_opted_out(session_id, settings):
@@ -493,7 +496,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
         route = "trivial"
         if first_turn and budget > 0:  # no session-start event: the conversation's first turn brings its block
             blocks.append(_first_turn_block(cwd, budget, settings))
-        if not is_trivial(prompt) and budget > 0:
+        if not trivial and budget > 0:
             from lore.agent.client import ask_server_reply
             from lore.paths import Locations
 

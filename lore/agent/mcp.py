@@ -168,14 +168,14 @@ class LoreMCP:
         return search(self.session, query, options, policy=self.settings.index_refresh)
 
     def options(self, *, limit: int, kind: str | None = None, project: str | None = None,
-                graph_depth: int = 0, include_candidates: bool = True) -> Any:  # fmt: skip
+                graph_depth: int = 0, include_candidates: bool = True, syntax: bool = False) -> Any:  # fmt: skip
         from lore.search import search_options
 
         # The options `lore search` and Lore.search build, from the same function.
         return search_options(limit=limit, kinds=[kind] if kind and kind.strip() else None,
                               project=project.strip() if project and project.strip() else None,
                               graph_depth=graph_depth, include_candidates=include_candidates,
-                              current_project=self.project(None))  # fmt: skip
+                              current_project=self.project(None), syntax=syntax)  # fmt: skip
 
     # -- tool bodies --------------------------------------------------------------------
     def search(self, query: str, limit: int, kind: str | None, project: str | None,
@@ -184,7 +184,8 @@ class LoreMCP:
         from lore.render.results import brief_hits, brief_line, response_json
         from lore.render.text import one_line
 
-        response = self.run_search(query, self.options(limit=limit, kind=kind, project=project))
+        # The search tool reads `lore search`'s query language (type:, tag:, -word, OR, ...); context does not.
+        response = self.run_search(query, self.options(limit=limit, kind=kind, project=project, syntax=True))
         data: dict[str, Any]
         if verbose:
             data = response_json(response)
@@ -346,7 +347,8 @@ def build_server(lore: LoreMCP) -> Any:
         ),
     )
     def search(
-        query: Annotated[str, Field(description="What you want to know, in your own words.")],
+        query: Annotated[str, Field(description="What you want to know, in your own words. Also narrows with "
+                                    "type:decision, tag:T, project:P, title:word, -word, NOT, OR, word*, word~.")],
         limit: Annotated[int, Field(ge=1, le=200, description="Most hits to return.")] = 10,
         type: Annotated[str | None, Field(description=f"Only this record type: {types}.")] = None,
         project: Annotated[

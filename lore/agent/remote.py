@@ -29,6 +29,7 @@ import time
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; the client side needs none of it
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 # How long a terminal command waits for the helper before answering itself (the helper
@@ -224,8 +225,11 @@ def run_remote_command(args: list[str]) -> int | None:
     return int(reply["code"])
 
 
-def run_command(request: dict[str, Any], data_dir: str) -> dict[str, Any]:
+def run_command(request: dict[str, Any], data_dir: str, run_parsed: Callable[[list[str]], int | None]) -> dict[str, Any]:
     """The helper's side of ``run_remote_command``: the CLI command, in this process, as the asking process runs it.
+
+    ``run_parsed`` is the CLI's (``lore.cli.app.run_parsed``), handed down by the entry point: the agent
+    imports no CLI.
 
     With its environment and working directory (so the same settings, project and actor),
     and its output captured in the order it was written, ANSI codes kept or stripped as
@@ -233,8 +237,6 @@ def run_command(request: dict[str, Any], data_dir: str) -> dict[str, Any]:
     arguments, nothing ran.
     """
     import contextlib
-
-    from lore.cli.app import run_parsed
 
     argv, environ, cwd = request.get("argv"), request.get("environ"), request.get("cwd")
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(environ, dict)
@@ -316,6 +318,7 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     """
     import io
 
+    from lore.errors import LoreError
     from lore.index.manager import IndexManager
     from lore.project import detect_project
     from lore.search import search, search_options
@@ -334,8 +337,11 @@ def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
     if command == "search":
         options = search_options(limit=int(request.get("limit", 10)), current_project=str(project), include_candidates=True,
-                                 phrases="filter")  # fmt: skip
-        response = search(session, query, options, policy="ignore")
+                                 phrases="filter", syntax=True)  # fmt: skip
+        try:
+            response = search(session, query, options, policy="ignore")
+        except LoreError as error:  # a malformed query: the CLI says what is wrong, as it does without a helper
+            return {"ok": False, "error": error.message}
         if request.get("json"):
             import orjson
 

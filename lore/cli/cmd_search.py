@@ -14,20 +14,21 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
                   since: str | None, until: str | None, include_all: bool, intent: str | None, graph_depth: int,
                   channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
                   adaptive: bool = False, fusion: str = "score", include_candidates: bool = True,
-                  phrases: str = "hint") -> object:  # fmt: skip
+                  phrases: str = "hint", syntax: bool = False) -> object:  # fmt: skip
     from lore.search import search_options
 
     return search_options(limit=limit, kinds=kinds, project=project, tags=tags, since=since, until=until,
                           include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
                           diversity=diversity, disable=disable, weights=weights, adaptive=adaptive, fusion=fusion,
                           include_candidates=include_candidates, current_project=state(ctx).current_project(),
-                          phrases=phrases)  # fmt: skip
+                          phrases=phrases, syntax=syntax)  # fmt: skip
 
 
 @app.command()
 def search(
     ctx: typer.Context,
-    query: str = typer.Argument(..., help="What you are looking for, in your own words."),
+    query: str = typer.Argument(..., help="What you are looking for, in your own words; or in the query language: "
+                                "type:decision tag:postgres project:P title:word, -word, NOT, OR, word*, word~, \"a phrase\"."),
     limit: int = typer.Option(10, "--limit", "-n", min=1, max=200, help="Results to show."),
     kind: list[str] | None = typer.Option(None, "--type", help="Only this record type (repeatable)."),
     project: str | None = typer.Option(None, "--project", "--in-project", help="Only records of this project (the current project, -P, is boosted anyway)."),
@@ -58,7 +59,7 @@ def search(
     options = build_options(ctx, limit=limit, kinds=kind, project=project, tags=tag, since=since, until=until,
                             include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
                             diversity=diversity, disable=disable, weights=weights, adaptive=adaptive,
-                            fusion=fusion, phrases="filter")  # fmt: skip
+                            fusion=fusion, phrases="filter", syntax=True)  # fmt: skip
     progress, stop = terminal_progress()
     try:
         response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]

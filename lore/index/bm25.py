@@ -272,6 +272,11 @@ def phrase_fields(sequence: np.ndarray, starts: np.ndarray, ids: Sequence[int], 
     return np.unique(fields[inside])
 
 
+def _rows_of(fields: np.ndarray, title_only: bool) -> np.ndarray:
+    """The rows of ``phrase_fields``' fields (a row's title is field 2r, the rest of its text 2r+1)."""
+    return (fields[fields % 2 == 0] if title_only else fields) // 2
+
+
 def row_lengths(forward: Forward) -> np.ndarray:
     """Each row's whole length in terms (title + body: one field for scoring), as float64 integers."""
     import numpy as np
@@ -461,8 +466,10 @@ class Bm25Index:
             return parts[0]
         return tuple(np.concatenate(column) for column in zip(*parts, strict=True))  # type: ignore[return-value]
 
-    def phrase_rows(self, phrase_terms: Sequence[str]) -> np.ndarray:
+    def phrase_rows(self, phrase_terms: Sequence[str], *, title_only: bool = False) -> np.ndarray:
         """Merged rows (ascending) whose title or whose body holds ``phrase_terms`` in order and adjacent.
+
+        ``title_only``: whose title does (the query language's ``title:``).
 
         Terms are analysed ones (``analysis.terms``: stopwords and one-letter words are not
         counted, so "the cause of the bug" holds "cause bug"). A phrase never spans two fields.
@@ -480,7 +487,7 @@ class Bm25Index:
             base_ids = [int(i) for i in ids if i is not None]
             frequency = [int(self.offsets[i + 1] - self.offsets[i]) for i in base_ids]
             sequence, starts = self._sequence()
-            rows = phrase_fields(sequence, starts, base_ids, frequency.index(min(frequency))) // 2
+            rows = _rows_of(phrase_fields(sequence, starts, base_ids, frequency.index(min(frequency))), title_only)
             if self.base_map is not None:
                 rows = self.base_map[rows]
                 rows = rows[rows >= 0]
@@ -490,9 +497,40 @@ class Bm25Index:
             delta_ids = [delta.vocab[term] for term in phrase_terms]
             offsets = delta.postings.offsets
             frequency = [int(offsets[i + 1] - offsets[i]) if i + 1 < len(offsets) else 0 for i in delta_ids]
-            rows = phrase_fields(delta.sequence, delta.starts, delta_ids, frequency.index(min(frequency))) // 2
+            rows = _rows_of(phrase_fields(delta.sequence, delta.starts, delta_ids, frequency.index(min(frequency))), title_only)
             parts.append(np.unique(rows) + self.delta_start)
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def terms_starting(self, prefix: str, limit: int) -> list[str]:
+        """Up to ``limit`` terms of the vocabulary (base and delta) that start with ``prefix``, in order."""
+        import numpy as np
+
+        key = prefix.encode()
+        found: list[str] = []
+        if len(key) <= self.terms.dtype.itemsize and len(self.terms):
+            start = int(np.searchsorted(self.terms, np.bytes_(key)))
+            for raw in self.terms[start : start + limit]:
+                if not bytes(raw).startswith(key):
+                    break
+                found.append(bytes(raw).decode())
+        if self.delta is not None:
+            found.extend(sorted(term for term in self.delta.vocab if term.startswith(prefix))[:limit])
+        return list(dict.fromkeys(found))[:limit]
+
+    def known_terms(self, candidates: Sequence[str]) -> list[str]:
+        """The ``candidates`` the vocabulary (base or delta) holds, in their order."""
+        import numpy as np
+
+        width = self.terms.dtype.itemsize
+        keys = [term for term in candidates if len(term.encode()) <= width]
+        held: set[str] = set()
+        if keys and len(self.terms):
+            array = np.array([term.encode() for term in keys], dtype=self.terms.dtype)
+            positions = np.minimum(np.searchsorted(self.terms, array), len(self.terms) - 1)
+            held = {term for term, hit in zip(keys, self.terms[positions] == array, strict=True) if hit}
+        if self.delta is not None:
+            held |= {term for term in candidates if term in self.delta.vocab}
+        return [term for term in candidates if term in held]
 
     def check_phrase_files(self) -> None:
         """Open the term sequence and its field starts and check their shapes (``IndexFileError`` if wrong)."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lore import __version__
 from lore.errors import ModelError
 from lore.index import bm25
 from lore.index import graph as graph_index
@@ -27,6 +26,7 @@ from lore.index.freshness import source_manifest
 from lore.index.layout import CURRENT, META, GenerationMeta, file_digest, file_names, file_sizes
 from lore.index.table import Table, doc_of, embedding_text, lexical_fields, record_hash
 from lore.store.fileio import atomic_write
+from lore.version import __version__
 
 if TYPE_CHECKING:
     import numpy as np

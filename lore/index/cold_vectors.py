@@ -30,9 +30,11 @@ import math
 import mmap
 import os
 import struct
+import sys
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 from zlib import crc32
 
 import orjson
@@ -278,6 +280,10 @@ class QueryVector:
         ids = self.token_ids(text)
         if ids is None:
             return None
+        return self.vector_of(ids)
+
+    def vector_of(self, ids: Sequence[int]) -> list[float]:
+        """The unit vector of a text's token ids (``encode`` once they are known: a passage's, from ``PassageTokens``)."""
         rows = [self.token_row(token) for token in ids if token != self.unk_id]
         if not rows:
             return [0.0] * self.dim
@@ -372,10 +378,11 @@ class RowCosines(dict[int, float]):
 class ColdVectors:
     """The query vector and the index rows of one generation: ``cosines`` gives hits the vector channel's cosine."""
 
-    def __init__(self, encoder: QueryVector, rows: IndexRows) -> None:
+    def __init__(self, encoder: QueryVector, rows: IndexRows, passages: PassageTokens | None = None) -> None:
         if encoder.dim != rows.dim:
             raise ValueError(f"model of {encoder.dim} dimensions, index of {rows.dim}")
         self.encoder, self.rows = encoder, rows
+        self.passages = passages
 
     @classmethod
     def open(cls, directory: Path, files: dict[str, str], rows: int, dead: Sequence[int], model: str | None,
@@ -397,7 +404,8 @@ class ColdVectors:
             tokens = token_cache(directory, model_dir, identity)
             if tokens is None:
                 return None
-            return cls(QueryVector(model_dir, tokens), IndexRows(directory, files, rows, dead))
+            passages = PassageTokens.load(directory / PASSAGE_FILE, identity, directory / files["docs"]) if "docs" in files else None
+            return cls(QueryVector(model_dir, tokens), IndexRows(directory, files, rows, dead), passages)
         except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):
             return None
 
@@ -409,6 +417,204 @@ class ColdVectors:
             return None
         found = channel_cosines(vector, [self.rows.row(r) for r in feedback_rows], [self.rows.row(r) for r in hit_rows], weight)
         return None if found is None else dict(zip(hit_rows, found, strict=True))
+
+
+PASSAGE_FILE = "passage_tokens.bin"  # no "-": a refresh's clean-up keeps it (it names the docs file it was made from)
+_PASSAGE_MAGIC = b"LOREPAS1"
+# Its arrays, in file order: each doc line's byte offset, the crc32 of its passages ("\n"-joined),
+# its first passage, each passage's first token, then the tokens.
+_PASSAGE_ARRAYS = (("offsets", "q"), ("checks", "I"), ("doc_first", "I"), ("passage_first", "I"))
+
+
+def passage_check(passages: Sequence[str]) -> int:
+    """What ``PassageTokens`` keeps to tell that a row's passages are still the ones tokenised at build time."""
+    return crc32("\n".join(passages).encode("utf-8", "surrogatepass"))
+
+
+def write_passage_tokens(path: Path, docs_path: Path, identity: str, tokenizer: Any, pure: PureBpe,
+                         max_length: int | None, median: int) -> None:  # fmt: skip
+    """Tokenise every base row's passages (``analysis.passages`` of its doc's title and content) into ``path``, atomically.
+
+    The cold hook's passage evidence then reads numbers: the pure-Python BPE over five
+    hits' passages cost it ~25 ms of a prompt at 10,000 long records. The ids are
+    ``QueryVector.token_ids``' (title case folded, the character cut, ``max_length``),
+    taken word by word (the bundled tokenizer's BPE never merges across a word's start:
+    ``PureBpe.by_word``) from ``tokenizer`` (the build's ``tokenizers.Tokenizer``), each
+    distinct word once. A doc whose passages hold an added token or a lone surrogate
+    is left out: the hook tokenises those itself, as before.
+    """
+    from array import array
+
+    from lore.analysis import passages as passages_of
+
+    offsets: list[int] = []
+    checks: list[int] = []
+    doc_first: list[int] = []
+    passage_first = [0]
+    flat = array("I")  # 4 bytes a token while it grows: a list of ints took ~7x that at 50,000 records
+    word_ids: dict[str, list[int]] = {}
+    pending: list[tuple[int, int, list[list[str]]]] = []  # a chunk of docs: offset, check, passages (as words)
+
+    def flush() -> None:
+        unknown = sorted({word for _, _, passages in pending for each in passages for word in each if word not in word_ids})
+        word_ids.update(_word_ids(unknown, tokenizer, pure))
+        for offset, check, passages in pending:
+            if not all(word in word_ids for passage_words in passages for word in passage_words):
+                continue  # a character tokenizers cannot take: the hook tokenises (and skips) it itself
+            offsets.append(offset)
+            checks.append(check)
+            doc_first.append(len(passage_first) - 1)
+            for passage_words in passages:
+                ids = list(chain.from_iterable(map(word_ids.__getitem__, passage_words)))
+                flat.extend(ids if max_length is None else ids[:max_length])
+                passage_first.append(len(flat))
+        pending.clear()
+
+    position = 0
+    with docs_path.open("rb") as handle:  # line by line: the docs file is ~1.6 KB a record
+        for line in handle:
+            if line.strip():
+                doc = orjson.loads(line)
+                found = passages_of(str(doc.get("title") or ""), str(doc.get("content") or "")) if isinstance(doc, dict) else []
+                words = [_passage_words(text, pure.added, max_length, median) for text in found]
+                if None not in words:
+                    pending.append((position, passage_check(found), cast("list[list[str]]", words)))
+                    if len(pending) >= PASSAGE_CHUNK:
+                        flush()
+            position += len(line)
+    flush()
+    doc_first.append(len(passage_first) - 1)
+    code = "H" if not flat or max(flat) < 1 << 16 else "I"
+    header = orjson.dumps({"identity": identity, "docs": docs_path.name, "docs_size": position, "docs_count": len(offsets),
+                           "passages": len(passage_first) - 1, "tokens": len(flat), "token_format": code})  # fmt: skip
+    header += b" " * (-(len(_PASSAGE_MAGIC) + 4 + len(header)) % 8)  # the arrays start 8-byte aligned
+    parts = [_PASSAGE_MAGIC, struct.pack("<I", len(header)), header]
+    for values, (_, array_code) in zip((offsets, checks, doc_first, passage_first), _PASSAGE_ARRAYS, strict=True):
+        parts.append(struct.pack(f"<{len(values)}{array_code}", *values))
+    tokens = flat if code == "I" else array("H", flat)
+    if sys.byteorder != "little":
+        tokens.byteswap()
+    parts.append(tokens.tobytes())
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        temporary.write_bytes(b"".join(parts))
+        os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
+
+
+def _passage_words(text: str, added: Sequence[str], max_length: int | None, median: int) -> list[str] | None:
+    """The words ``PureBpe.token_ids`` tokenizes alone for ``QueryVector.token_ids(text)``; None where it gives no ids."""
+    from lore.embedder import _METASPACE, _WORDS, fold_title_case
+
+    text = fold_title_case(text)
+    if max_length is not None and len(text) > max_length:
+        text = text[: max_length * median]
+    if not text:
+        return []
+    normalized = _METASPACE + text.replace(" ", _METASPACE)
+    if any(token in text or token in normalized for token in added):
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return _WORDS.findall(normalized)
+
+
+# Docs read before their new words are tokenised: the words of all 50,000 at once held ~0.3 GB.
+PASSAGE_CHUNK = 2000
+# Words tokenised per call of the Rust tokenizer, joined by spaces: one call per word cost 3x as much.
+WORDS_PER_CALL = 64
+
+
+def _word_ids(words: Sequence[str], tokenizer: Any, pure: PureBpe) -> dict[str, list[int]]:
+    """Each word's ids (a word: a run of metaspaces and the characters up to the next one), from ``tokenizer``.
+
+    Words that start with one metaspace are tokenised many to a call, joined by spaces,
+    and split again where a token starts with a metaspace (only a word's first token
+    can); a call the tokenizer's truncation may have cut, and any other word, by ``pure``
+    (the same ids: tests/test_embedder_pure.py).
+    """
+    from lore.embedder import _METASPACE
+
+    found: dict[str, list[int]] = {}
+    single = [w for w in words if len(w) > 1 and w[0] == _METASPACE and w[1] != _METASPACE]
+    alone = [w for w in words if not (len(w) > 1 and w[0] == _METASPACE and w[1] != _METASPACE)]
+    limit = (tokenizer.truncation or {}).get("max_length") or 1 << 62
+    starts = {token_id for token, token_id in pure.vocab.items() if token.startswith(_METASPACE)}
+    batches = [single[i : i + WORDS_PER_CALL] for i in range(0, len(single), WORDS_PER_CALL)]
+    texts = [" ".join(word[1:] for word in batch) for batch in batches]
+    for batch, encoding in zip(batches, tokenizer.encode_batch_fast(texts, add_special_tokens=False), strict=True):
+        split: list[list[int]] = []
+        for token_id in encoding.ids:
+            if token_id in starts:
+                split.append([])
+            if not split:
+                break
+            split[-1].append(token_id)
+        if len(split) == len(batch) and len(encoding.ids) < limit:
+            found.update(zip(batch, split, strict=True))
+        else:
+            alone.extend(batch)
+    for word in alone:
+        ids = pure._ids(word)
+        if ids is not None:
+            found[word] = ids
+    return found
+
+
+class PassageTokens:
+    """``passage_tokens.bin`` through ``mmap``: a base row's passages as token ids, found by its doc line's offset."""
+
+    def __init__(self, arrays: dict[str, Any], tokens: Any) -> None:
+        self.offsets, self.checks = arrays["offsets"], arrays["checks"]
+        self.doc_first, self.passage_first = arrays["doc_first"], arrays["passage_first"]
+        self.tokens = tokens
+
+    @classmethod
+    def load(cls, path: Path, identity: str, docs_path: Path) -> PassageTokens | None:
+        """The file if it was written for model ``identity`` from ``docs_path`` as it is; None otherwise."""
+        try:
+            with path.open("rb") as handle:
+                data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            if data[:8] != _PASSAGE_MAGIC or sys.byteorder != "little":
+                return None
+            (length,) = struct.unpack_from("<I", data, 8)
+            header = orjson.loads(data[12 : 12 + length])
+            if (not isinstance(header, dict) or header.get("identity") != identity or header.get("docs") != docs_path.name
+                    or header.get("docs_size") != docs_path.stat().st_size):  # fmt: skip
+                return None
+            docs, passages, count = int(header["docs_count"]), int(header["passages"]), int(header["tokens"])
+            code = str(header["token_format"])
+            view: Any = memoryview(data)
+            start = 12 + length
+            arrays: dict[str, Any] = {}
+            for (name, array_code), size in zip(_PASSAGE_ARRAYS, (docs, docs, docs + 1, passages + 1), strict=True):
+                width = struct.calcsize(array_code)
+                arrays[name] = view[start : start + size * width].cast(array_code)
+                start += size * width
+            width = struct.calcsize(code)
+            if code not in ("H", "I") or start + count * width != len(data):
+                return None
+            return cls(arrays, view[start:].cast(code))
+        except (OSError, ValueError, KeyError, TypeError, struct.error):
+            return None
+
+    def token_ids(self, offset: int, passages: Sequence[str]) -> list[list[int]] | None:
+        """The token ids of the passages of the doc line at byte ``offset``; None unless they are ``passages``."""
+        from bisect import bisect_left
+
+        offsets = self.offsets
+        at = bisect_left(offsets, offset)
+        if at >= len(offsets) or offsets[at] != offset or self.checks[at] != passage_check(passages):
+            return None
+        first, last = self.doc_first[at], self.doc_first[at + 1]
+        if last - first != len(passages):
+            return None
+        bounds, tokens = self.passage_first, self.tokens
+        return [tokens[bounds[i] : bounds[i + 1]].tolist() for i in range(first, last)]
 
 
 def token_cache(directory: Path, model_dir: Path, identity: str) -> TokenCache | None:
@@ -434,13 +640,24 @@ def prepare(directory: Path, meta: GenerationMeta) -> None:
     read (not a local model2vec directory, or no longer the configured one); a failure
     to write is left to the first cold answer.
     """
-    if not meta.embeddings or meta.model is None or (directory / CACHE_FILE).exists():
+    if not meta.embeddings or meta.model is None:
         return
     spec = model_spec(meta.model_spec)
     model_dir = Path(spec).expanduser()
     try:
-        if model_dir.is_dir() and model_identity(spec) == meta.model:
+        if not model_dir.is_dir() or model_identity(spec) != meta.model:
+            return
+        if not (directory / CACHE_FILE).exists():
             token_cache(directory, model_dir, meta.model)
+        docs = meta.files.get("docs")
+        passages = directory / PASSAGE_FILE
+        if docs and PassageTokens.load(passages, meta.model, directory / docs) is None:
+            from lore.embedder import QueryEncoder, get_query_encoder
+
+            encoder = get_query_encoder(spec)
+            if isinstance(encoder, QueryEncoder) and encoder.pure is not None and encoder.pure.by_word:
+                write_passage_tokens(passages, directory / docs, meta.model, encoder.tokenizer, encoder.pure,
+                                     encoder.max_length, encoder.median_token_length)  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError):
         return
 

@@ -22,14 +22,29 @@ from lore.rank import inject
 FILE = "null-evidence-2.json"
 
 
+# What ``load`` read, by file, with the file's identity then (the warm helper asks on every prompt:
+# a stat rather than a read and a parse).
+_LOADED: dict[Path, tuple[tuple[int, int, int], inject.NullEvidence]] = {}
+
+
 def load(directory: Path | None) -> inject.NullEvidence:
     """The generation's null evidence; the default when it was never measured or cannot be read."""
     if directory is None:
         return inject.DEFAULT_NULL
+    path = directory / FILE
     try:
-        return inject.NullEvidence.from_json(json.loads((directory / FILE).read_bytes()))
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        cached = _LOADED.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = inject.NullEvidence.from_json(json.loads(path.read_bytes()))
     except (OSError, ValueError, TypeError, IndexError, KeyError):
         return inject.DEFAULT_NULL
+    if len(_LOADED) > 8:  # a helper outlives many generations
+        _LOADED.clear()
+    _LOADED[path] = (key, found)
+    return found
 
 
 # Below this many records a store's null says little (most null prompts match no word of it,
@@ -40,6 +55,8 @@ MIN_RECORDS = inject.YOUNG_STORE_RECORDS
 def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     """Run the hook's search (whole pipeline, and BM25 alone as the cold path) over ``inject.NULL_PROMPTS``.
 
+    ``session`` is a ``lore.search.SearchSession`` (its ``search`` runs the search service).
+
     A store of fewer than ``MIN_RECORDS`` records gets ``inject.DEFAULT_NULL``.
     """
     import statistics  # here: the cold hook imports this module, and statistics costs it ~4 ms
@@ -47,7 +64,6 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     from lore import analysis
     from lore.rank.cold import hook_options
     from lore.rank.pipeline import CHANNELS
-    from lore.search import search
 
     if len(session.open("ignore").table) < MIN_RECORDS:
         return inject.DEFAULT_NULL
@@ -56,8 +72,9 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
     for prompt in inject.NULL_PROMPTS:
         terms = analysis.unique_terms(prompt)
         for part, channels in (("warm", CHANNELS), ("cold", ("bm25",))):
-            response = search(session, prompt, hook_options(None, moment, channels=channels), policy="ignore",
-                              log_access=False, use_llm=False)  # fmt: skip
+            # Through the session (``lore.search.SearchSession.search``): the search service is a layer below this one.
+            response = session.search(prompt, hook_options(None, moment, channels=channels), policy="ignore",
+                                      log_access=False, use_llm=False)  # fmt: skip
             if not response.hits:
                 continue
             top = response.hits[0]

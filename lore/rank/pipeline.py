@@ -14,87 +14,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lore import analysis
 from lore.rank import fusion, intent, retrieval, traverse
 from lore.rank.diversity import mmr
-from lore.rank.gap import GapSettings, GapVerdict, assess
-from lore.rank.stages import Candidate, QueryContext, StageSettings, candidate_at, rank
+from lore.rank.gap import GapVerdict, assess
+from lore.rank.options import CHANNELS, SearchOptions  # noqa: F401  (re-exported: where callers import them)
+from lore.rank.retrieval import Laps
+from lore.rank.stages import Candidate, QueryContext, candidate_at, rank
 
 if TYPE_CHECKING:
     import numpy as np
 
     from lore.index.manager import IndexReader
 
-CHANNELS = ("bm25", "vector", "hyde", "graph")
 # The hits whose passages are compared with the query (``Candidate.passage_cosine``): the
 # five the injection decision reads (``context.decide``).
 PASSAGE_HITS = 5
-
-
-class SearchOptions(NamedTuple):
-    """What to search for and how (immutable: a search never writes to its options; ``_replace`` makes a copy).
-
-    A NamedTuple rather than a frozen dataclass: the prompt hook's cold path builds this
-    class on every prompt, and a dataclass of 30 fields costs ~1.5 ms to create.
-    """
-
-    limit: int = 10
-    retrieval_limit: int = 30
-    types: frozenset[str] | None = None
-    project_filter: str | None = None
-    tags: tuple[str, ...] = ()
-    since: float | None = None
-    until: float | None = None
-    include_all: bool = False
-    # Candidates (captured, awaiting `lore inbox` review) are searchable but never injected:
-    # `lore search`, the API's and MCP's search turn this on; the hooks and context blocks do not.
-    include_candidates: bool = False
-    intents: tuple[str, ...] = ()
-    current_project: str | None = None
-    graph_depth: int = 0
-    channels: tuple[str, ...] = CHANNELS
-    weights: Mapping[str, float] | None = None  # None: fusion.DEFAULT_WEIGHTS
-    # Both lost on the dev splits (docs/search.md, "Scoring stages"): the intent
-    # classifier's channel and type adjustments cost demo MRR@10 0.862 -> 0.847 and
-    # known-item 0.625 -> 0.614; MMR cost known-item recall@5 0.771 -> 0.729.
-    adaptive: bool = False
-    diversity: bool = False
-    mmr_lambda: float = 0.7
-    disabled_stages: frozenset[str] = frozenset()
-    stage_settings: StageSettings = StageSettings()
-    gap_settings: GapSettings = GapSettings()
-    relation_weights: Mapping[str, float] = MappingProxyType(dict(traverse.RELATION_WEIGHTS))
-    now: float | None = None
-    deadline: float | None = None  # time.monotonic() by which to stop adding channels
-    hyde_text: str | None = None  # a pseudo-answer from LORE_LLM_CMD, replacing the template
-    # Pseudo-relevance feedback: the HyDE-lite document also carries the titles of the
-    # top BM25 hits, so the expansion is grounded in what is actually stored.
-    hyde_feedback: int = 3
-    # Vector pseudo-relevance feedback: the mean vector of the top five BM25 hits, at
-    # this weight, is added to the query's before the vector channel ranks. 0.25 is
-    # the best of 0, 0.25, 0.5 and 1 on the dev splits of the four sets together
-    # (docs/search.md, "Fusion"): at 1 the feedback pulls the short memories' vector
-    # channel toward BM25's wrong guesses, at 0 the known-item set loses 3 points.
-    vector_feedback: float = 0.25
-    # "score": a convex combination of each channel's scores, each divided by the
-    # channel's best (fusion.score_fusion); "rrf": weighted reciprocal rank fusion.
-    # Score fusion won on the dev splits of every set but known-item, where it tied
-    # on recall@10 and lost 0.007 MRR@10 (docs/search.md, "Fusion").
-    fusion: str = "score"
-    # Quoted phrases: "hint" (natural-language surfaces: the hook, MCP, `lore context`,
-    # `Lore.search`) ranks by the words and ignores the quotes; "filter" (`lore search`)
-    # keeps only records holding every phrase, and ranks without the quotes (with a
-    # warning) when no record does. A person who quotes a title in a question
-    # ("what did \"Xenoblade Chronicles\" ...") must not get nothing for a spelling
-    # the record does not share.
-    phrases: str = "hint"
-
-    @property
-    def filtered(self) -> bool:
-        return bool(self.types or self.project_filter or self.tags or self.since or self.until)
 
 
 class SearchResponse(NamedTuple):
@@ -329,6 +266,8 @@ def run(
     t = lap("filter", t)
 
     query_terms = analysis.unique_terms(query)
+    if channels.expansion:  # the index terms a query's word* and word~ stand for
+        query_terms = list(dict.fromkeys([*query_terms, *channels.expansion]))
     idf_coverage = 0.0
     bm25_top: tuple[str, set[str]] | None = None  # BM25's best record and the query terms it holds
     if "bm25" in opts.channels:
@@ -357,7 +296,7 @@ def run(
     if channels.query_vector is not None:
         t = clock()
         head = hits[:PASSAGE_HITS]
-        cosines = channels.passage_cosines([analysis.passages(hit.title, hit.content) for hit in head])
+        cosines = channels.passage_cosines([analysis.passages(hit.title, hit.content) for hit in head], [hit.row for hit in head])
         hits = (*(hit.evolve(passage_cosine=c) for hit, c in zip(head, cosines, strict=True)), *hits[PASSAGE_HITS:])
         lap("passages", t)
     lap.total()
@@ -365,21 +304,6 @@ def run(
     known = opts.current_project is not None and reader.table.knows_project(opts.current_project)
     return SearchResponse(query, hits, verdict, classified, timings, weights, tuple(warnings),
                           tuple(channels.rankings), opts.fusion, term_idf, len(reader.table), known)  # fmt: skip
-
-
-class Laps:
-    """Each step's milliseconds by name (``timings``): ``t = lap("bm25", t)`` closes a step and starts the next."""
-
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self.started = time.perf_counter()
-
-    def __call__(self, name: str, since: float) -> float:
-        self.timings[name] = round((time.perf_counter() - since) * 1000, 3)
-        return time.perf_counter()
-
-    def total(self) -> None:
-        self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 3)
 
 
 def with_text(reader: IndexReader, hit: Candidate) -> Candidate:

@@ -23,6 +23,13 @@ class ScrubbedQuery(NamedTuple):
     redactions: tuple[str, ...]
 
 
+def redact_query(raw: str, *, max_chars: int = 2000) -> str:
+    """``raw`` with its secrets redacted, nothing else changed (the query language parses this)."""
+    from lore.scrub import scrub
+
+    return scrub(raw[: max_chars * 4]).text
+
+
 def scrub_query(raw: str, *, max_chars: int = 2000) -> ScrubbedQuery:
     """Normalise whitespace, strip markup, redact secrets: before anything is logged or embedded."""
     from lore.scrub import scrub

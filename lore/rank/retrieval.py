@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from lore.index.cold import ColdReader
     from lore.index.manager import IndexReader
-    from lore.rank.pipeline import Laps, SearchOptions
+    from lore.rank.options import SearchOptions
 
     Encoder = Callable[[list[str]], np.ndarray]
     Centroids = dict[str, list[float]] | Callable[[], dict[str, list[float]] | None] | None
@@ -67,6 +67,7 @@ class Retrieval:
         self.query_vector: Any = None
         self.query_cosine: float | None = None
         self.centroids = centroids if isinstance(centroids, dict) else None
+        self.expansion: tuple[str, ...] = ()  # BM25 terms a query-language word* or word~ stands for
 
     def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
         """The rows the search may return: ``allowed`` (the pipeline's row filter), narrowed by quoted phrases."""
@@ -80,8 +81,11 @@ class Retrieval:
         """The vector and HyDE channels, for the ``active`` ones the reader can serve; the time of the last lap."""
         return t
 
-    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
-        """For each hit's passages, the best cosine to the query's own vector (None: no vectors here)."""
+    def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
+        """For each hit's passages, the best cosine to the query's own vector (None: no vectors here).
+
+        ``rows``: the hits' table rows, where a backend has their passages' tokens at hand.
+        """
         return [None] * len(texts)
 
     def graph(self, allowed: Sequence[bool] | None) -> None:
@@ -117,7 +121,7 @@ class Dense(Retrieval):
         table = self.reader.table
         phrases = quoted_phrases(query) if self.opts.phrases == "filter" else []
         if phrases:
-            # Quoted phrases need term positions: the BM25 index's term sequence (lore.index.lexical).
+            # Quoted phrases need term positions: the BM25 index's term sequence (``IndexReader.lexical``).
             matching = self.reader.lexical.matching(phrases)
             if matching is not None:
                 prior = allowed if allowed is not None else [True] * len(table)
@@ -127,8 +131,25 @@ class Dense(Retrieval):
                 else:
                     quoted = " and ".join(f'"{p}"' for p in phrases)
                     warnings.append(f"no record holds {quoted} as a phrase: ranked by its words instead")
+        if self.opts.query_tree is not None:
+            allowed = self._narrow(allowed, warnings)
         self.mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
         return allowed
+
+    def _narrow(self, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+        """``allowed`` narrowed by the query language's conditions (fields, NOT, OR, word*, word~)."""
+        import numpy as np
+
+        from lore.rank import querylang
+
+        narrowed = querylang.rows(self.reader, self.opts.query_tree)
+        self.expansion = narrowed.terms
+        if narrowed.rows is None:
+            return allowed
+        mask = narrowed.rows if allowed is None else narrowed.rows & np.asarray(allowed, dtype=bool)
+        if not mask.any():
+            warnings.append("no record matches " + " ".join(querylang.conditions(self.opts.query_tree)))
+        return [bool(ok) for ok in mask]
 
     def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
         import numpy as np
@@ -190,7 +211,7 @@ class Dense(Retrieval):
             self.scores[channel] = {table.ids[row]: score for row, score in top}
         return lap("vectors", t)
 
-    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
+    def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
         import numpy as np
 
         flat = [text for passages in texts for text in passages]
@@ -230,6 +251,8 @@ class Sparse(Retrieval):
     def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
         if self.opts.phrases == "filter" and quoted_phrases(query):
             raise Declined("quoted phrases")
+        if self.opts.query_tree is not None:
+            raise Declined("the query language")
         return allowed
 
     def bm25(self, query_terms: Sequence[str], allowed: Sequence[bool] | None) -> list[tuple[str, float]]:
@@ -282,20 +305,47 @@ class Sparse(Retrieval):
         self.scores["vector"] = {ids[row]: cosines[row] for row in ranked}
         return lap("vectors", t)
 
-    def passage_cosines(self, texts: Sequence[Sequence[str]]) -> list[float | None]:
-        """``Dense.passage_cosines`` in pure Python: each passage encoded as the query is (``cold_vectors``)."""
+    def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
+        """``Dense.passage_cosines`` in pure Python: each passage encoded as the query is (``cold_vectors``).
+
+        A base row's passages come tokenised from the build (``cold_vectors.PassageTokens``),
+        checked against the text; any other passage is tokenised here.
+        """
         if self.query_vector is None:
-            return super().passage_cosines(texts)
+            return super().passage_cosines(texts, rows)
         from lore.index.cold_vectors import cosine, for_reader
 
         cold = for_reader(self.reader)
         if cold is None:
-            return super().passage_cosines(texts)
+            return super().passage_cosines(texts, rows)
+        table = self.reader.table
         out: list[float | None] = []
-        for passages in texts:
-            found = [cosine(vector, self.query_vector) for text in passages if (vector := cold.encoder.encode(text))]
+        for at, passages in enumerate(texts):
+            ids = None
+            if cold.passages is not None and at < len(rows) and (table.delta_start < 0 or rows[at] < table.delta_start):
+                ids = cold.passages.token_ids(table.offsets[rows[at]], passages)
+            if ids is not None:
+                vectors: list[list[float] | None] = [cold.encoder.vector_of(tokens) for tokens in ids]
+            else:
+                vectors = [cold.encoder.encode(text) for text in passages]
+            found = [cosine(vector, self.query_vector) for vector in vectors if vector]
             out.append(max(found) if found else None)
         return out
+
+
+class Laps:
+    """Each step's milliseconds by name (``timings``): ``t = lap("bm25", t)`` closes a step and starts the next."""
+
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self.started = time.perf_counter()
+
+    def __call__(self, name: str, since: float) -> float:
+        self.timings[name] = round((time.perf_counter() - since) * 1000, 3)
+        return time.perf_counter()
+
+    def total(self) -> None:
+        self.timings["total"] = round((time.perf_counter() - self.started) * 1000, 3)
 
 
 def best_rows(scores: Mapping[int, float], limit: int) -> list[tuple[int, float]]:

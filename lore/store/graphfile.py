@@ -25,7 +25,16 @@ from lore.store.readers import FileRead, LoadWarning, read_json
 from lore.store.records import RELATIONS, Record, kind_from_id
 
 if TYPE_CHECKING:
-    from lore.store.store import Snapshot
+    from typing import Protocol
+
+    class Snapshot(Protocol):
+        """What the graph code reads of ``lore.store.store.Snapshot`` (a type only: that module imports this one)."""
+
+        edges: list[Edge]
+        warnings: list[LoadWarning]
+        incomplete_files: set[Path]
+
+        def get(self, record_id: str) -> Record: ...
 
 NODE_TYPES = {
     "decision": "decision", "pattern": "pattern", "lesson": "pattern", "anti_pattern": "anti_pattern",

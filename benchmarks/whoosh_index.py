@@ -1,11 +1,12 @@
-"""The Whoosh full-text index lore built until index format 11: the only module of lore.index that imports whoosh.
+"""The Whoosh full-text index lore built until index format 11 (``lore/index/lexical.py`` then), kept for the bench.
 
 Builds no longer write it: writing it took most of every full build (35 of 36 s at
 10,866 records), and the one thing it answered, quoted phrases, now comes from the
 BM25 index's term sequence (``Bm25Index.phrase_rows``; docs/whoosh-choice.md has the
-comparison). It stays as the reference those figures are measured against: the
-bench's bare Whoosh writer uses its schema, and its searcher gives Whoosh's phrase
-answers to compare with.
+comparison). It lives in benchmarks/, in no wheel, as the reference those figures are
+measured against: the bench's bare Whoosh writer uses its schema, and its searcher gives
+Whoosh's phrase answers to compare with. lore itself uses only Whoosh's query parser
+(``lore.rank.querylang``).
 
 Titles outweigh bodies through field boosts; the analyser stems English and splits
 code identifiers (camelCase, snake_case, dotted names, paths) while keeping the whole
@@ -14,9 +15,7 @@ identifier too. Only the record id is stored.
 
 from __future__ import annotations
 
-import re
-import struct
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,34 +85,6 @@ def create(directory: Path, docs: Iterable[LexicalDoc], *, procs: int = 1, limit
     return count
 
 
-def update(directory: Path, upserts: Iterable[LexicalDoc], deletes: Iterable[str], *,
-           new_ids: Collection[str] = (), documents: int | None = None) -> None:  # fmt: skip
-    """Apply an incremental change; Whoosh's commit swaps its table of contents atomically.
-
-    A doc whose id is in ``new_ids`` is added without looking for an older version (Whoosh's
-    ``update_document`` opens every segment for it: 6-30 ms), provided the index holds exactly
-    ``documents`` documents, as many as the caller's records, so none can be a leftover.
-    """
-    from whoosh import index
-
-    ix = index.open_dir(str(directory))
-    writer = ix.writer(limitmb=64)
-    # Counted from the table of contents the writer read (``ix.doc_count()`` opens every segment).
-    segments = getattr(writer, "segments", None)  # a SegmentWriter's (what ``ix.writer`` gives)
-    trusted = documents is not None and segments is not None and sum(s.doc_count() for s in segments) == documents
-    try:
-        for record_id in deletes:
-            writer.delete_by_term("id", record_id)
-        for doc in upserts:
-            write = writer.add_document if trusted and doc.id in new_ids else writer.update_document
-            write(id=doc.id, title=doc.title, body=doc.body, extra=doc.extra, tags=doc.tags)
-    except BaseException:
-        writer.cancel()
-        raise
-    writer.commit()
-    ix.close()
-
-
 def query_terms(text: str) -> list[str]:
     """Analysed terms of a query (what BM25 will actually match)."""
     return [token.text for token in analyzer()(text)]
@@ -155,53 +126,3 @@ class LexicalSearcher:
     def close(self) -> None:
         self._searcher.close()
         self._ix.close()
-
-
-def is_valid(directory: Path) -> bool:
-    """Whether a Whoosh index is there: its table of contents exists (no whoosh import).
-
-    ``whoosh.index.exists_in`` would cost ~20 ms of imports on every search, and
-    the reader opens the index only for phrase queries.
-    """
-    try:
-        return any(toc.stat().st_size > 0 for toc in directory.glob("_MAIN_*.toc"))
-    except OSError:
-        return False
-
-
-# How every Whoosh table of contents starts: the int, long and float sizes (varints), a
-# byte-order marker (-12345) and the TOC format version (-111), all as ``whoosh.index.TOC.write``
-# writes them. Checked without importing whoosh.
-_TOC_HEADER = bytes([4, 8, 4]) + struct.pack("!i", -12345) + struct.pack("!i", -111)
-_TOC_NAME = re.compile(r"_MAIN_(\d+)\.toc")
-
-
-def check(directory: Path, documents: int | None = None) -> None:
-    """Raise ``IndexFileError`` if the index in ``directory`` is unusable.
-
-    Without ``documents`` only the header of the current table of contents is read
-    (no whoosh import: this runs before every search). With it, Whoosh opens the
-    index, which must then hold exactly that many documents.
-    """
-    from lore.index.table import IndexFileError, describe
-
-    tocs = [(int(m.group(1)), p) for p in directory.glob("_MAIN_*.toc") if (m := _TOC_NAME.fullmatch(p.name))]
-    if not tocs:
-        raise IndexFileError("lexical", "no Whoosh table of contents")
-    toc = max(tocs)[1]
-    with toc.open("rb") as handle:
-        head = handle.read(len(_TOC_HEADER))
-    if head != _TOC_HEADER:
-        raise IndexFileError(f"lexical/{toc.name}", "not a Whoosh table of contents")
-    if documents is None:
-        return
-    try:
-        searcher = LexicalSearcher(directory)
-    except Exception as exc:  # Whoosh raises anything from IndexError to struct.error on a bad file
-        raise IndexFileError("lexical", describe(exc)) from exc
-    try:
-        count = searcher.doc_count
-    finally:
-        searcher.close()
-    if count != documents:
-        raise IndexFileError("lexical", f"{count} documents for {documents} records")
