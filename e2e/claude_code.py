@@ -53,6 +53,7 @@ from common import (
     Run,
     check,
     corrupt_index_never_blocks,
+    demo_prompts_inject_answers,
     missing_data_dir_never_blocks,
     npm_install,
     run_e2e,
@@ -164,6 +165,7 @@ def scenarios(run: ClaudeRun, api: FakeAnthropic, ids: dict[str, str]) -> None:
     run.step("missing data dir never blocks", lambda: missing_data_dir_never_blocks(agent))
     # Claude Code's test also lets the helper the hooks start meet the corrupt index.
     run.step("corrupt index never blocks", lambda: corrupt_index_never_blocks(agent, ("off", None)))
+    demo_prompts_inject_answers(agent)  # the README's question and others, over the demo store
 
 
 def time_to_request(run: ClaudeRun, api: FakeAnthropic, rounds: int) -> None:

@@ -3,13 +3,17 @@ and the checks every agent's test makes the same way (``Agent`` and the scenario
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -21,7 +25,40 @@ TRIVIAL_PROMPT = "ok thanks"
 DECISION = "Use PgBouncer in transaction mode for the billing Postgres connections"
 HANDOFF = "Billing pooling half done: PgBouncer deployed to staging only"
 PROMPT_BLOCK = "## Relevant Memories"
+POINTER_BLOCK = "## Possibly relevant (titles only"  # the prompt hook's pointer lines (a title and an id each)
 SESSION_BLOCK = "## Session context for acme-api"
+# The bundled demo store (data/README.md), beside e2e/ in the checkout.
+DEMO_DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+class DemoPrompt(NamedTuple):
+    """A prompt about the demo store, asked from a working directory of ``project``."""
+
+    prompt: str
+    project: str  # the demo project the prompt is about (its .claude/project.yaml names it)
+    answers: tuple[str, ...]  # the demo records that answer it, any one of which must arrive; () for none
+
+
+# The README's question (its set-up command), short imperative prompts written for this test
+# (no record's title verbatim; the answering ids read off the records), and prompts of a coding
+# session that no demo memory answers: those must bring no block.
+DEMO_PROMPTS = (
+    DemoPrompt("how do we retry failed stripe charges", "billing-api",
+               ("dec-d0a58788", "pat-1752157200-5849", "anti-1752159600-bb40", "dec-904de45f", "pat-1764153000-bf22")),
+    DemoPrompt("cap the database connections each billing pod opens", "billing-api", ("dec-29354c4b",)),
+    DemoPrompt("handle duplicate Stripe webhook deliveries in the handler", "billing-api",
+               ("dec-64dc94a4", "pat-1748599200-0625", "pat-1748534400-3420", "dec-9eaa6e3b")),
+    DemoPrompt("make the pay button safe to tap twice", "mobile-app",
+               ("dec-5ba41840", "pat-1764153000-bf22", "dec-904de45f", "pat-1763553600-bea1", "anti-1763557200-6259")),
+    DemoPrompt("give the CI workflow access to our AWS account", "infra",
+               ("dec-a32d7083", "pat-1746802800-5c65", "anti-1746806400-2ca1")),
+    DemoPrompt("keep billing pods up when Karpenter drains nodes", "infra",
+               ("dec-fbb8f445", "pat-1772704800-4ed7", "pat-1772550000-1047")),
+    DemoPrompt("stop search queries from leaking across tenants", "search-service", ("dec-4222cf26", "pat-1792580400-88be")),
+    DemoPrompt("write a function that flattens a nested list", "billing-api", ()),
+    DemoPrompt("explain what a python decorator does", "mobile-app", ()),
+    DemoPrompt("fix the off-by-one error in this loop", "infra", ()),
+)  # fmt: skip
 
 
 class Failed(Exception):
@@ -150,8 +187,20 @@ class Run:
             self.results.append((name, False, f"{type(error).__name__}: {error}"))
             print(f"FAIL  {name}: {type(error).__name__}: {error}", flush=True)
 
-    def stop_helpers(self) -> None:
-        """Stop the warm helper the session-start hooks spawned (and anything else serving this index)."""
+    @contextlib.contextmanager
+    def working_in(self, directory: Path) -> Iterator[None]:
+        """Run the agent (and ``lore_cli``) from ``directory`` for a while."""
+        kept, self.work = self.work, directory
+        try:
+            yield
+        finally:
+            self.work = kept
+
+    def stop_helpers(self, env: dict[str, str] | None = None) -> None:
+        """Stop the warm helper the session-start hooks spawned (and anything else serving this index).
+
+        ``env``: the store's settings when they are not the run's own (another ``LORE_INDEX_DIR``).
+        """
         # The harness sits beside lore/ in the checkout, not in the installed package; appended,
         # so the installed lore still comes first.
         root = str(Path(__file__).resolve().parent.parent)
@@ -159,8 +208,9 @@ class Run:
             sys.path.append(root)
         from benchmarks.indexing import stop_helpers_of
 
-        subprocess.run([*self.lore, "server", "stop"], env=self.base_env, capture_output=True, timeout=60, check=False)
-        stop_helpers_of(self.index)  # and any other process serving this index that it did not reach
+        env = {**self.base_env, **(env or {})}
+        subprocess.run([*self.lore, "server", "stop"], env=env, cwd=self.work, capture_output=True, timeout=60, check=False)
+        stop_helpers_of(Path(env["LORE_INDEX_DIR"]))  # and any other process serving this index that it did not reach
 
     def summary(self) -> int:
         failed = [name for name, ok, _ in self.results if not ok]
@@ -265,3 +315,82 @@ def corrupt_index_never_blocks(agent: Agent, servers: Sequence[str | None] = ("o
     log = run.root / "cache" / "hook.log"
     check(log.exists() and log.read_text().strip(), "the hook logged nothing about the corrupt index")
     return "; ".join(details)
+
+
+_RECORD_ID = re.compile(r"\b[a-z]+(?:-[0-9a-f]{4,})+\b")
+
+
+def prompt_blocks(text: str) -> list[str]:
+    """The insides of the fenced ``lore-memory`` blocks in ``text`` that are not the session-start block.
+
+    "lore-memory", not "<lore-memory": some agents escape the hook's context (&lt;lore-memory).
+    """
+    parts = text.split("lore-memory")
+    insides = parts[1:-1:2]  # between each opening tag and its closing one
+    return [inside for inside in insides if "## Session context for" not in inside]
+
+
+def tiers_in(blocks: list[str]) -> dict[str, str]:
+    """Every record id in the prompt blocks: "full" under PROMPT_BLOCK, "pointer" under POINTER_BLOCK."""
+    found: dict[str, str] = {}
+    for block in blocks:
+        full, _, pointers = block.partition(POINTER_BLOCK)
+        for tier, part in (("full", full), ("pointer", pointers)):
+            for rid in _RECORD_ID.findall(part):
+                found.setdefault(rid, tier)
+    return found
+
+
+def demo_prompt_arrives(agent: Agent, demo: DemoPrompt, env: dict[str, str]) -> str:
+    """Ask ``demo.prompt`` in a session of its own: an answering id arrives (full or pointer), or no block at all."""
+    blocks = prompt_blocks(agent.text(agent.asked(demo.prompt, env).request.body))
+    tiers = tiers_in(blocks)
+    shown = ", ".join(f"{rid} ({tier})" for rid, tier in tiers.items()) or "no id"
+    if not demo.answers:
+        check(not blocks, f"a block for a prompt no demo memory answers: {shown}")
+        return "no block"
+    check(blocks, f"no prompt block (accepted: {', '.join(demo.answers)})")
+    arrived = [f"{rid} ({tiers[rid]})" for rid in demo.answers if rid in tiers]
+    check(arrived, f"no answering id in the block (accepted: {', '.join(demo.answers)}); it held {shown}")
+    return f"{', '.join(arrived)} arrived; the block held {shown}"
+
+
+def measured_null_evidence(index: Path, timeout_s: float = 180.0) -> None:
+    """Wait for the store's null evidence beside the live index (lore/rank/null.py), as a user's prompts find it.
+
+    ``lore index`` or the warm helper measures it; until then the injection decision would
+    score the demo store on the default scale, which no user's later prompt sees.
+    """
+    from lore.rank import null
+
+    live = index / (index / "CURRENT").read_text().strip()
+    end = time.monotonic() + timeout_s
+    while not (live / null.FILE).exists():
+        check(time.monotonic() < end, f"the warm helper measured no null evidence for {live} in {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def demo_prompts_inject_answers(agent: Agent) -> None:
+    """One step per ``DEMO_PROMPTS`` prompt, over a copy of the demo store, from its project's directory.
+
+    Each prompt is a new run of the CLI (a fresh session id, so no memory is held back as
+    handed over before); a warm helper serves the demo index, as a session start leaves one.
+    """
+    run = agent.run
+    data, index = run.root / "demo-data", run.root / "demo-index"
+    shutil.copytree(DEMO_DATA, data)
+    env = {"LORE_DATA_DIR": str(data), "LORE_INDEX_DIR": str(index)}
+    run.lore_cli("index", env=env)
+    run.lore_cli("server", "start", env=env)
+    try:
+        measured_null_evidence(index)
+        started = time.monotonic()
+        for demo in DEMO_PROMPTS:
+            work = run.root / "demo-work" / demo.project
+            (work / ".claude").mkdir(parents=True, exist_ok=True)
+            (work / ".claude" / "project.yaml").write_text(f"project:\n  name: {demo.project}\n")
+            with run.working_in(work):
+                run.step(f"demo prompt ({demo.project}) {demo.prompt!r}", partial(demo_prompt_arrives, agent, demo, env))
+        run.figures[f"demo prompts: {len(DEMO_PROMPTS)} runs of {agent.name}, s"] = round(time.monotonic() - started, 1)
+    finally:
+        run.stop_helpers(env)

@@ -41,6 +41,7 @@ from common import (
     Run,
     check,
     corrupt_index_never_blocks,
+    demo_prompts_inject_answers,
     missing_data_dir_never_blocks,
     node_path,
     npm_install,
@@ -144,6 +145,7 @@ def scenarios(run: GeminiRun, api: FakeGemini, ids: dict[str, str]) -> None:
     run.step("trivial prompt gets nothing", lambda: trivial_prompt_gets_nothing(agent))
     run.step("missing data dir never blocks", lambda: missing_data_dir_never_blocks(agent))
     run.step("corrupt index never blocks", lambda: corrupt_index_never_blocks(agent))
+    demo_prompts_inject_answers(agent)  # the README's question and others, over the demo store
 
 
 def main() -> int:

@@ -55,6 +55,7 @@ from common import (
     Run,
     check,
     corrupt_index_never_blocks,
+    demo_prompts_inject_answers,
     missing_data_dir_never_blocks,
     npm_install,
     run_e2e,
@@ -223,6 +224,7 @@ def scenarios(run: OpenCodeRun, api: FakeAnthropic, ids: dict[str, str]) -> None
     run.step("a lore that is gone never blocks", missing_lore_never_blocks)
     run.step("missing data dir never blocks", lambda: missing_data_dir_never_blocks(agent))
     run.step("corrupt index never blocks", lambda: corrupt_index_never_blocks(agent))
+    demo_prompts_inject_answers(agent)  # the README's question and others, over the demo store
 
 
 def main() -> int:
