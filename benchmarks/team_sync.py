@@ -22,7 +22,6 @@ all sit on the remote's commit. Measured:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
@@ -51,12 +50,9 @@ class TeamSettings:
 
 
 def _dir_bytes(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += (Path(root) / name).stat().st_size
-    return total
+    from lore.index.layout import tree_size
+
+    return tree_size(path)
 
 
 def _objects(git_dir: Path) -> dict[str, int]:

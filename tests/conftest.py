@@ -17,6 +17,9 @@ SHARED_DIR = Path(os.environ.get("LORE_SHARED_DIR", PROJECT_ROOT.parent / "share
 BASH_LORE_FIXTURE = SHARED_DIR / "fixtures" / "bash-lore-datadir"
 HAND_FIXTURE = PROJECT_ROOT / "tests" / "data" / "original-lore"
 
+# The `lore sync` tests' fixtures (a bare remote, the CLI on a clone), shared by their four files.
+pytest_plugins = ["tests.sync_support"]
+
 
 def settings() -> Any:
     """lore's settings as a surface reads them, from the test's environment (the ``isolated`` dirs)."""

@@ -5,13 +5,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from lore import capture
@@ -19,46 +17,10 @@ from lore.capture import WriteOptions
 from lore.store import Store
 from lore.store.audit import history
 from lore.store.layout import DECISIONS, GRAPH, PATTERNS
+from tests.sync_support import git, sync, teammate
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 PLAIN = WriteOptions(check_duplicates=False)
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    path = tmp_path / "team.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
-    return path
-
-
-@pytest.fixture
-def lore(cli):  # type: ignore[no-untyped-def]
-    """``lore(clone, *args)``: the CLI on one clone's data dir; fails the test on an unexpected exit code."""
-
-    def run(clone: Path, *args: str, code: int = 0) -> Any:
-        result = cli("--data-dir", str(clone), *args)
-        assert result.exit_code == code, result.stdout + result.stderr
-        return result
-
-    return run
-
-
-def sync(lore, clone: Path, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    return orjson.loads(lore(clone, "sync", "--json", *args).stdout)
-
-
-def teammate(lore, tmp_path: Path, name: str, remote: Path) -> Path:  # type: ignore[no-untyped-def]
-    """The two commands every teammate runs."""
-    clone = tmp_path / name
-    lore(clone, "init", "--git")
-    sync(lore, clone, "--setup", str(remote))
-    return clone
 
 
 def record_files(clone: Path) -> dict[str, bytes]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -14,16 +13,6 @@ from lore.index.manager import IndexManager
 from tests.conftest import resolve_locations
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
-
-
-@pytest.fixture
-def lore(cli):  # type: ignore[no-untyped-def]
-    def run(clone: Path, *args: str) -> Any:
-        result = cli("--data-dir", str(clone), *args)
-        assert result.exit_code == 0, result.stdout + result.stderr
-        return result
-
-    return run
 
 
 def test_a_pull_of_a_few_records_refreshes_the_index_by_a_delta(lore, tmp_path: Path) -> None:

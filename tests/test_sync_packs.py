@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -31,16 +30,6 @@ def objects(repository: Path) -> dict[str, int]:
 
 def object_bytes(git_dir: Path) -> int:
     return sum(p.stat().st_size for p in (git_dir / "objects").rglob("*") if p.is_file())
-
-
-@pytest.fixture
-def lore(cli):  # type: ignore[no-untyped-def]
-    def run(clone: Path, *args: str) -> Any:
-        result = cli("--data-dir", str(clone), *args)
-        assert result.exit_code == 0, result.stdout + result.stderr
-        return result
-
-    return run
 
 
 def test_syncs_of_a_few_records_add_deltas_not_copies_of_the_record_file(lore, tmp_path: Path) -> None:

@@ -7,49 +7,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
 from lore.interpreter import lore_argv
 from lore.store import Store
+from tests.sync_support import git, sync, teammate
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Path:
-    path = tmp_path / "team.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(path)], check=True)
-    return path
-
-
-@pytest.fixture
-def lore(cli):  # type: ignore[no-untyped-def]
-    def run(clone: Path, *args: str, code: int = 0) -> Any:
-        result = cli("--data-dir", str(clone), *args)
-        assert result.exit_code == code, result.stdout + result.stderr
-        return result
-
-    return run
-
-
-def sync(lore, clone: Path, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    return orjson.loads(lore(clone, "sync", "--json", *args).stdout)
-
-
-def teammate(lore, tmp_path: Path, name: str, remote: Path) -> Path:  # type: ignore[no-untyped-def]
-    clone = tmp_path / name
-    lore(clone, "init", "--git")
-    sync(lore, clone, "--setup", str(remote))
-    return clone
 
 
 def titles(clone: Path) -> list[str]:
