@@ -43,13 +43,11 @@ class SearchSession:
             self.reader = None
         if self.reader is None:
             self.reader, self.warnings = manager.open(policy=policy, progress=progress)
-            if policy == "refresh":
-                self.ensure_null()
         return self.reader
 
     def ensure_null(self) -> None:
-        """Measure the generation's null evidence if it has none (``lore.rank.null``): an index this
-        session built or refreshed is then on its own scale from the first prompt the hook answers."""
+        """Measure the generation's null evidence if it has none (``lore.rank.null``): `lore index` and the warm
+        helper call it, so that the prompt hook reads a store's evidence on its own scale."""
         from lore.rank import null
 
         null.ensure(self)

@@ -21,7 +21,7 @@ from lore.measure import FLOOR, HOOK_COLD, HOOK_WARM, INDEX_FIRST, INDEX_NOOP, S
 FIGURES = {"p50", "p95", "min", "max", "n"}
 PROCESS_FIGURES = FIGURES | {"ratio_to_python", "p95_ratio_to_python", "failures", "injected_share"}
 KEYS = {"data_dir", "index_dir", "records", "index_bytes", "index", "runs", "queries", "timings", "notes",
-        "first_search_ms", "your_helper"}  # fmt: skip
+        "first_search_ms", "your_helper", "prompts"}  # fmt: skip
 
 
 def tree(*roots: Path) -> dict[str, tuple[int, str]]:
@@ -62,6 +62,7 @@ def test_the_figures_of_a_store_with_the_helper_off(indexed: Path, cli, private_
     assert tree(*user_dirs()) == before
     assert list(private_tmp.iterdir()) == []
     assert set(got) == KEYS
+    assert got["prompts"]["prompts"] == 0 and got["prompts"]["days"] == 7  # what the hook handed lately: nothing here
     assert (got["data_dir"], got["index_dir"]) == (str(indexed.resolve()), os.environ["LORE_INDEX_DIR"])
     assert (got["records"], got["index"], got["runs"]) == (23, "up to date", 2) and got["index_bytes"] > 0
     assert 1 <= len(got["queries"]) <= 5 and all(3 <= len(q.split()) <= 8 for q in got["queries"])

@@ -97,7 +97,7 @@ def test_a_trivial_prompt_is_refused_before_any_file_is_opened_or_lore_module_im
     assert result["code"] == 0 and result["out"] == "" and hook_log() == ""
     # Only what importing the hook loads: no paths, no client, no index (the warm trivial prompt's cost).
     assert set(result["loaded"]) == {"lore", "lore.agent", "lore.agent.hook", "lore.agent.log", "lore.agent.prompt",
-                                     "lore.errors", "lore.settings"}  # fmt: skip
+                                     "lore.errors", "lore.settings", "lore.version"}  # fmt: skip
 
 
 def test_evidence_gap_injects_nothing_or_the_line(indexed: Path) -> None:
