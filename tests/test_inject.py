@@ -299,3 +299,15 @@ def test_a_session_start_removes_the_state_of_sessions_long_over(data_dir: Path)
     os.utime(old, (long_ago, long_ago))
     assert prune_session_state(settings()) == 1
     assert not old.exists() and injected_before("new-session", settings()) == (("dec-2",), ("dec-3",))
+
+
+def test_null_evidence_for_a_generation_removed_meanwhile_makes_no_directory_again(demo: Locations) -> None:
+    # A racing build published a newer generation and removed this one while its null was measured:
+    # writing the null must not bring the directory back (it was left behind beside the live one).
+    import shutil
+
+    session = SearchSession(demo)
+    directory = session.open("ignore").directory
+    shutil.rmtree(directory)
+    assert null.ensure(session) is False
+    assert not directory.exists()

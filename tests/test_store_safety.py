@@ -446,3 +446,14 @@ def test_two_clones_appending_merge_without_conflict(cli, tmp_path: Path, with_a
                       "Bob moved CI to self-hosted runners"]  # fmt: skip
     assert cli("--data-dir", str(clone_b), "list", "--type", "decision").stdout.count("\n") == 3
     assert cli("--data-dir", str(clone_b), "doctor").exit_code == 0
+
+
+def test_an_atomic_write_told_not_to_make_its_directory_creates_nothing(tmp_path: Path) -> None:
+    from lore.store.fileio import atomic_write
+
+    gone = tmp_path / "gen-removed"
+    with pytest.raises(FileNotFoundError):
+        atomic_write(gone / "null-evidence-2.json", b"{}", make_parent=False)
+    assert not gone.exists()
+    atomic_write(gone / "kept.json", b"{}")  # the default still makes it
+    assert (gone / "kept.json").read_bytes() == b"{}"

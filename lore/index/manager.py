@@ -161,22 +161,26 @@ class IndexManager:
         Then the live generation's query token cache (``cold_vectors.prepare``): the cold
         prompt hook's vector channel reads it, and writing it on a prompt costs ~0.1 s.
         """
-        report = self._build(rebuild=rebuild, progress=progress, lock_timeout=lock_timeout)
-        found = self.read_meta()
-        if found is not None:
-            from lore.index.cold_vectors import prepare
+        self.store.require()
+        # The hook's files are written under the build lock too: a racing builder that publishes a newer
+        # generation removes this one, and a write still going into it would leave the directory behind.
+        with self._build_lock(lock_timeout):
+            report = self._build(rebuild=rebuild, progress=progress, locked=True)
+            found = self.read_meta()
+            if found is not None:
+                from lore.index.cold_vectors import prepare
 
-            started = time.perf_counter()
-            prepare(*found)
-            # The cold hook's files (its token cache, each row's passage tokens): a part of the build like the others.
-            report.timings["hook_files"] = time.perf_counter() - started
-            report.seconds += report.timings["hook_files"]
+                started = time.perf_counter()
+                prepare(*found)
+                # The cold hook's files (its token cache, each row's passage tokens): a part of the build like the others.
+                report.timings["hook_files"] = time.perf_counter() - started
+                report.seconds += report.timings["hook_files"]
         return report
 
-    def _build(self, *, rebuild: bool, progress: Progress, lock_timeout: float) -> BuildReport:
+    def _build(self, *, rebuild: bool, progress: Progress, lock_timeout: float = 600.0, locked: bool = False) -> BuildReport:
         self.store.require()
         started = time.perf_counter()
-        with self._build_lock(lock_timeout):
+        with contextlib.nullcontext() if locked else self._build_lock(lock_timeout):
             warnings: list[str] = []
             found = None if rebuild else self.read_meta()
             if found is None and not rebuild and (note := self.damage_note()):

@@ -101,6 +101,13 @@ def ensure(session: Any, now: float | None = None) -> bool:
     path = reader.directory / FILE
     if path.exists():
         return False
-    evidence = measure(session, now)
-    atomic_write(path, json.dumps(evidence.to_json(), indent=1).encode())
+    from lore.index.reader import IndexDamagedError
+
+    # A racing build may publish a newer generation and remove this one meanwhile: then nothing is
+    # measured or written, and its directory is not made again.
+    try:
+        evidence = measure(session, now)
+        atomic_write(path, json.dumps(evidence.to_json(), indent=1).encode(), make_parent=False)
+    except (FileNotFoundError, IndexDamagedError):
+        return False
     return True

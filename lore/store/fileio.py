@@ -130,9 +130,13 @@ def fsync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def atomic_write(path: Path, data: bytes, *, make_parent: bool = True) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename: all or nothing.
+
+    ``make_parent=False``: a missing directory is an error (``FileNotFoundError``), never created again.
+    """
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     import tempfile  # (with shutil, bz2, lzma: 2.5 ms) only for whole-file writes, not for appends
 
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
