@@ -377,15 +377,16 @@ def single_threshold(scored: Sequence[Scored]) -> float:
     return Z_STEPS[-1]
 
 
-def run(shared: Path, work: Path, progress: stream.Progress = stream._quiet, *, quick: bool = False) -> dict[str, Any]:
+def run(shared: Path, work: Path, progress: stream.Progress | None = None, *, quick: bool = False) -> dict[str, Any]:
     """The stream section (``python -m benchmarks --only stream``): every author group's prompts searched once, then
     each group left out. ``quick``: the demo store's prompts only (the git store's 8,000 records take a minute to build).
     """
     turns = stream.load_groups()
     if quick:
         turns = [t for t in turns if t.store == "demo"]
-    stores = stream.observe(shared, work, progress, turns)
-    progress("stream: leaving each author group out")
+    say = progress or (lambda message: None)
+    stores = stream.observe(shared, work, say, turns)
+    say("stream: leaving each author group out")
     return report(stores, turns, quick=quick)
 
 
