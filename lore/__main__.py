@@ -18,7 +18,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(f"lore {__version__}\n")
         return
     if len(args) >= 2 and args[0] == "hook" and args[1] in ("prompt", "session-start") and "--help" not in args:
+        import gc
         import os
+
+        # A short-lived process that frees nothing: the cyclic collector only walks the index's
+        # columns (tens of thousands of objects) again and again.
+        gc.disable()
 
         from lore.agent.hook import run_prompt_hook, run_session_start_hook
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -64,22 +63,32 @@ class ContextItem(NamedTuple):
     tier: str = "full"  # or "pointer": the title only
 
 
-@dataclass
 class ContextBlock:
-    """The agent-ready block of memories for one query, within its budget."""
+    """The agent-ready block of memories for one query, within its budget (a plain class: the cold hook imports no dataclasses)."""
 
-    query: str
-    items: list[ContextItem]
-    evidence_gap: bool
-    text: str
-    budget_chars: int
-    gap_figures: dict[str, Any] = field(default_factory=dict)
-    synthesis: str | None = None
-    notices: list[str] = field(default_factory=list)
-    # What a re-render (after synthesis) needs: every item before the budget, and the layout.
-    candidates: list[ContextItem] = field(default_factory=list)
-    fmt: str = "markdown"
-    fenced: bool = False
+    def __init__(self, query: str, items: list[ContextItem], evidence_gap: bool, text: str, budget_chars: int,
+                 gap_figures: dict[str, Any] | None = None, synthesis: str | None = None, notices: list[str] | None = None,
+                 candidates: list[ContextItem] | None = None, fmt: str = "markdown", fenced: bool = False) -> None:  # fmt: skip
+        self.query = query
+        self.items = items
+        self.evidence_gap = evidence_gap
+        self.text = text
+        self.budget_chars = budget_chars
+        self.gap_figures: dict[str, Any] = {} if gap_figures is None else gap_figures
+        self.synthesis = synthesis
+        self.notices: list[str] = [] if notices is None else notices
+        # What a re-render (after synthesis) needs: every item before the budget, and the layout.
+        self.candidates: list[ContextItem] = [] if candidates is None else candidates
+        self.fmt = fmt
+        self.fenced = fenced
+
+    def __eq__(self, other: object) -> bool:
+        return self.__dict__ == other.__dict__ if isinstance(other, ContextBlock) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "ContextBlock(" + ", ".join(f"{name}={value!r}" for name, value in self.__dict__.items()) + ")"
 
 
 _FENCE_TAG = re.compile(r"<(?=\s*/?\s*lore-memory)", re.IGNORECASE)

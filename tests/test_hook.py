@@ -141,7 +141,7 @@ def test_missing_data_dir_missing_and_corrupt_index(data_dir: Path, tmp_path: Pa
     assert "no usable index" in hook_log()
     generation = IndexManager(resolve_locations(indexed)).current_dir()
     assert generation is not None
-    for path in generation.glob("table-*.json"):
+    for path in generation.glob("table-*.bin"):
         path.write_text("{corrupt")
     result = run_hook(event())
     assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")

@@ -16,6 +16,7 @@ import pytest
 
 from lore import capture
 from lore.capture import WriteOptions
+from lore.index import columns
 from lore.index.manager import IndexManager
 from lore.store import Store
 from tests.conftest import resolve_locations
@@ -64,8 +65,9 @@ CASES: dict[str, tuple[str, Callable[[Path], None], str, str]] = {
     "phrase-fields-junk": ("bm25-fields-*.npy", junk, '"background jobs"', "bm25-fields-"),
     "docs-junk": ("docs-*.jsonl", junk, "celery", "docs-"),
     "docs-same-size": ("docs-*.jsonl", same_size_junk, "celery", "docs-"),
-    "table-junk": ("table-*.json", junk, "celery", "table-"),
-    "table-wrong-shape": ("table-*.json", lambda p: p.write_bytes(b'{"ids": 3}'), "celery", "table-"),
+    "table-junk": ("table-*.bin", junk, "celery", "table-"),
+    "table-same-size": ("table-*.bin", same_size_junk, "celery", "table-"),
+    "table-wrong-shape": ("table-*.bin", lambda p: p.write_bytes(columns.dump({"ids": ("str", ["a", "b"])})), "celery", "table-"),
     "graph-junk": ("graph-*.json", junk, "celery", "graph-"),
     "graph-wrong-shape": ("graph-*.json", lambda p: p.write_bytes(b'{"edges": [[1]]}'), "celery", "graph-"),
 }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import orjson
@@ -121,9 +120,9 @@ def test_decay_formula_and_tiers() -> None:
     s = StageSettings()
     base = Candidate(id="d", row=0, kind="decision", importance=3)
     assert half_life_days(base, s) == 30
-    assert half_life_days(replace(base, importance=5), s) == 300
-    assert half_life_days(replace(base, pinned=True), s) == 300
-    assert half_life_days(replace(base, kind="observation"), s) == 10
+    assert half_life_days(base.evolve(importance=5), s) == 300
+    assert half_life_days(base.evolve(pinned=True), s) == 300
+    assert half_life_days(base.evolve(kind="observation"), s) == 10
 
 
 def _cand(i: int, **kw) -> Candidate:
@@ -135,11 +134,14 @@ def _cand(i: int, **kw) -> Candidate:
 def test_evolve_is_replace_without_its_cost() -> None:
     base = _cand(1, factors={"confidence": 0.8}, tags=("a",))
     changed = base.evolve(coverage=0.5, relevance=0.25)
-    assert changed == replace(base, coverage=0.5, relevance=0.25)
+    assert changed == _cand(1, factors={"confidence": 0.8}, tags=("a",), coverage=0.5, relevance=0.25)
+    assert changed != base and "coverage=0.5" in repr(changed)
     assert (base.coverage, base.relevance) == (None, 0.5)  # the original is untouched
     assert base.with_factor("decay", 0.9).factors == {"confidence": 0.8, "decay": 0.9} and base.factors == {"confidence": 0.8}
     with pytest.raises(TypeError, match="coverag"):
         base.evolve(coverag=1.0)
+    with pytest.raises(AttributeError, match="immutable"):
+        base.relevance = 1.0  # type: ignore[misc]
 
 
 def test_decay_stage_prefers_recent_and_keeps_old_relevant_visible() -> None:
@@ -159,11 +161,11 @@ def test_boosts_never_reorder_equal_evidence_the_wrong_way(relevance, confidence
     common = dict(relevance=relevance, confidence=confidence, importance=importance, time=NOW - age * DAY, project="other")
     plain = _cand(1, **common)
     favoured_cases = [
-        replace(plain, id="favoured", row=2),  # more access
-        replace(plain, id="x2", row=3, project="p" if project else "other"),  # current project
-        replace(plain, id="x3", row=4, importance=min(5, importance + 1)),  # more important
-        replace(plain, id="x4", row=5, tags=("deploy",)),  # intent overlap
-        replace(plain, id="x5", row=6, time=plain.time + DAY),  # newer
+        plain.evolve(id="favoured", row=2),  # more access
+        plain.evolve(id="x2", row=3, project="p" if project else "other"),  # current project
+        plain.evolve(id="x3", row=4, importance=min(5, importance + 1)),  # more important
+        plain.evolve(id="x4", row=5, tags=("deploy",)),  # intent overlap
+        plain.evolve(id="x5", row=6, time=plain.time + DAY),  # newer
     ]
     scored = {c.id: c.score for c in apply_stages([plain, *favoured_cases], ctx)}
     for case in favoured_cases:

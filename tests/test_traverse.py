@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -78,7 +77,7 @@ def open_reader(data_dir: Path):  # type: ignore[no-untyped-def]
 def hit(reader, record_id: str, relevance: float = 1.0) -> Candidate:  # type: ignore[no-untyped-def]
     from lore.rank.stages import candidate_at
 
-    return replace(candidate_at(reader, reader.table.row(record_id)), relevance=relevance)
+    return candidate_at(reader, reader.table.row(record_id)).evolve(relevance=relevance)
 
 
 def expanded(reader, seeds: list[str], depth: int, weights=RELATION_WEIGHTS, **ctx) -> list[Candidate]:  # type: ignore[no-untyped-def]

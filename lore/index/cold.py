@@ -17,6 +17,7 @@ of ``load``) is the reader's own. Any file that does not look as expected raises
 
 from __future__ import annotations
 
+import json
 import mmap
 import re
 import sys
@@ -24,8 +25,6 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from lore.analysis import one_edit_away
 from lore.index.reader import IndexReader
@@ -336,6 +335,6 @@ class ColdReader(IndexReader):
             return None
         files = self.meta.files
         vocab_name, arrays_name = files["delta_bm25_vocab"], files["delta_bm25_forward"]
-        vocab = self._load(vocab_name, lambda: orjson.loads((self.directory / vocab_name).read_bytes()))
+        vocab = self._load(vocab_name, lambda: json.loads((self.directory / vocab_name).read_bytes()))
         arrays = self._load(arrays_name, lambda: load_npz(self.directory / arrays_name, arrays_name))
         return self._load(arrays_name, lambda: ColdDelta(vocab, arrays, (vocab_name, arrays_name), self.dead_rows))

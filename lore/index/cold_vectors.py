@@ -26,6 +26,7 @@ that changes.
 
 from __future__ import annotations
 
+import json
 import math
 import mmap
 import os
@@ -36,8 +37,6 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from zlib import crc32
-
-import orjson
 
 from lore.embedder import PureBpe, fold_title_case, model_identity, model_spec
 
@@ -145,7 +144,7 @@ def write_token_cache(path: Path, bpe: PureBpe, identity: str) -> None:
               "added": bpe.added, "by_word": bpe.by_word, "median": median_token_length(bpe.vocabulary()),
               "vocab": [vocab_size, len(vocab_slots), len(vocab_blob), len(vocab)],
               "ranks": [rank_size, len(rank_slots), len(rank_blob), len(ranks)]}  # fmt: skip
-    head = orjson.dumps(header)
+    head = json.dumps(header).encode()
     body = b"".join([_MAGIC, struct.pack("<I", len(head)), head, vocab_slots, vocab_blob, rank_slots, rank_blob])
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
@@ -172,7 +171,7 @@ class TokenCache:
             if data[:8] != _MAGIC:
                 return None
             (length,) = struct.unpack_from("<I", data, 8)
-            header = orjson.loads(data[12 : 12 + length])
+            header = json.loads(data[12 : 12 + length])
             if not isinstance(header, dict) or header.get("identity") != identity:
                 return None
             start = 12 + length
@@ -224,7 +223,7 @@ def read_safetensors(path: Path) -> dict[str, Tensor]:
     with path.open("rb") as handle:
         data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     (length,) = struct.unpack_from("<Q", data, 0)
-    header = orjson.loads(data[8 : 8 + length])
+    header = json.loads(data[8 : 8 + length])
     base = 8 + length
     tensors = {}
     for name, info in header.items():
@@ -248,7 +247,7 @@ class QueryVector:
         self.mapping = tensors.get("mapping")
         self.dim = embedding.shape[1]
         config_path = model_dir / "config.json"
-        config = orjson.loads(config_path.read_bytes()) if config_path.exists() else {}
+        config = json.loads(config_path.read_bytes()) if config_path.exists() else {}
         self.max_length = config.get("max_length", 512)
         self.bpe = tokens.bpe
         self.median = tokens.median
@@ -470,6 +469,8 @@ def write_passage_tokens(path: Path, docs_path: Path, identity: str, tokenizer: 
                 passage_first.append(len(flat))
         pending.clear()
 
+    import orjson  # the build's (every doc line); the cold reader parses only the short headers, with json
+
     position = 0
     with docs_path.open("rb") as handle:  # line by line: the docs file is ~1.6 KB a record
         for line in handle:
@@ -485,8 +486,8 @@ def write_passage_tokens(path: Path, docs_path: Path, identity: str, tokenizer: 
     flush()
     doc_first.append(len(passage_first) - 1)
     code = "H" if not flat or max(flat) < 1 << 16 else "I"
-    header = orjson.dumps({"identity": identity, "docs": docs_path.name, "docs_size": position, "docs_count": len(offsets),
-                           "passages": len(passage_first) - 1, "tokens": len(flat), "token_format": code})  # fmt: skip
+    header = json.dumps({"identity": identity, "docs": docs_path.name, "docs_size": position, "docs_count": len(offsets),
+                         "passages": len(passage_first) - 1, "tokens": len(flat), "token_format": code}).encode()  # fmt: skip
     header += b" " * (-(len(_PASSAGE_MAGIC) + 4 + len(header)) % 8)  # the arrays start 8-byte aligned
     parts = [_PASSAGE_MAGIC, struct.pack("<I", len(header)), header]
     for values, (_, array_code) in zip((offsets, checks, doc_first, passage_first), _PASSAGE_ARRAYS, strict=True):
@@ -582,7 +583,7 @@ class PassageTokens:
             if data[:8] != _PASSAGE_MAGIC or sys.byteorder != "little":
                 return None
             (length,) = struct.unpack_from("<I", data, 8)
-            header = orjson.loads(data[12 : 12 + length])
+            header = json.loads(data[12 : 12 + length])
             if (not isinstance(header, dict) or header.get("identity") != identity or header.get("docs") != docs_path.name
                     or header.get("docs_size") != docs_path.stat().st_size):  # fmt: skip
                 return None

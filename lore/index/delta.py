@@ -8,7 +8,7 @@ file (table, docs, vectors, BM25 postings: ~0.4 s). Here a refresh that only
 and most writes do) reads just the appended bytes and writes a small delta
 segment beside the untouched base files:
 
-- ``delta-table-N.json``/``delta-docs-N.jsonl``: the delta rows (a record's newer
+- ``delta-table-N.bin``/``delta-docs-N.jsonl``: the delta rows (a record's newer
   version included);
 - ``delta-vectors-N.npy``: their embeddings (the light query encoder: no model2vec, and for a
   few records no ``tokenizers`` either: ``embedder.PureBpe``);
@@ -27,7 +27,6 @@ delta back into the base.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +58,7 @@ DELTA_KEYS = ("delta_table", "delta_docs", "delta_vectors", "delta_bm25_vocab", 
 
 def delta_names(revision: int) -> dict[str, str]:
     return {
-        "delta_table": f"delta-table-{revision}.json",
+        "delta_table": f"delta-table-{revision}.bin",
         "delta_docs": f"delta-docs-{revision}.jsonl",
         "delta_vectors": f"delta-vectors-{revision}.npy",
         "delta_bm25_vocab": f"delta-bm25-vocab-{revision}.json",
@@ -286,8 +285,8 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
         counts[kind] = counts.get(kind, 0) + 1
     import time
 
-    new_meta = replace(
-        meta, revision=revision, updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), counts=counts,
+    new_meta = meta._replace(
+        revision=revision, updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), counts=counts,
         files=all_names, sizes=file_sizes(directory, all_names), sources=manifest,
         digests={name: digests[name] for name in manifest if name in digests}, damaged=None,
     )  # fmt: skip

@@ -11,12 +11,11 @@ The query path reads the persisted adjacency without importing NetworkX.
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
-
-import orjson
 
 if TYPE_CHECKING:
     from lore.store.records import Record
@@ -112,6 +111,8 @@ def ordered_edges(records: dict[str, Record], explicit: Iterable[GraphEdge]) -> 
 def save_edges(path: Path, edges: Iterable[GraphEdge], dangling: Iterable[str] = ()) -> None:
     """Persist edges as ``save_as`` does a graph's."""
     rows = [[e.source, e.target, e.relation, e.weight, e.implicit] for e in edges]
+    import orjson  # the build's; readers use the standard library (the cold hook imports no orjson)
+
     path.write_bytes(orjson.dumps({"edges": rows, "dangling": list(dangling)}))
 
 
@@ -120,12 +121,14 @@ def save_as(path: Path, graph: Any, dangling: Iterable[str] = ()) -> None:
         [source, target, data["relation"], data["weight"], data["implicit"]]
         for source, target, data in graph.edges(data=True)
     ]
+    import orjson
+
     path.write_bytes(orjson.dumps({"edges": edges, "dangling": list(dangling)}))
 
 
 def load_dangling(path: Path) -> set[str] | None:
     """The dangling ids saved with a graph, or None if it has none recorded."""
-    data = orjson.loads(path.read_bytes())
+    data = json.loads(path.read_bytes())
     found = data.get("dangling") if isinstance(data, dict) else None
     return set(map(str, found)) if isinstance(found, list) else None
 
@@ -144,7 +147,7 @@ class Adjacency:
     @classmethod
     def load_file(cls, path: Path) -> Adjacency:
         try:
-            data = orjson.loads(path.read_bytes())
+            data = json.loads(path.read_bytes())
         except FileNotFoundError:
             return cls([])
         edges = data.get("edges", []) if isinstance(data, dict) else None

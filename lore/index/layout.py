@@ -7,7 +7,7 @@ Layout of the index dir::
     gen-<id>/bm25-*-N.*     BM25F impact index (the lexical channel), its forward counts and
                             each record's terms in order (quoted phrases)
     gen-<id>/vectors-N.npy  embeddings (row i = table row i)
-    gen-<id>/table-N.json   records table columns; docs-N.jsonl holds the texts
+    gen-<id>/table-N.bin    records table columns (lore.index.columns); docs-N.jsonl holds the texts
     gen-<id>/graph-N.json   typed-edge adjacency
     gen-<id>/DAMAGED        written when a reader found a file unreadable: rebuild
     .build.lock             one builder at a time
@@ -18,14 +18,12 @@ Nothing here imports numpy: the prompt hook reads the layout.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import orjson
-
-FORMAT_VERSION = 11  # 11: no Whoosh; phrases from the BM25 term sequence (10: impacts per query)
+FORMAT_VERSION = 12  # 12: the table as typed columns (11: no Whoosh; 10: impacts per query)
 CURRENT = "CURRENT"
 META = "meta.json"
 LOCK = ".build.lock"
@@ -46,8 +44,7 @@ def _check(value: Any, kinds: type | tuple[type, ...], name: str, *, optional: b
     return value
 
 
-@dataclass(frozen=True)
-class GenerationMeta:
+class GenerationMeta(NamedTuple):
     """What ``meta.json`` records about one generation (and revision) of the index.
 
     Replacing ``meta.json`` atomically is the commit of a build or a refresh:
@@ -55,6 +52,7 @@ class GenerationMeta:
     to that revision. ``sources``/``digests`` are the data dir's manifest at the
     time (``freshness`` compares them with the files). ``damaged`` is never
     stored: a reader sets it on its own copy when a file turned out unreadable.
+    A NamedTuple, not a dataclass: the cold prompt hook reads it and imports no dataclasses.
     """
 
     data_dir: str
@@ -75,7 +73,7 @@ class GenerationMeta:
     model_error: str | None = None
     lore_version: str = ""
     format: int = FORMAT_VERSION
-    damaged: str | None = field(default=None, compare=False)
+    damaged: str | None = None
 
     @property
     def records(self) -> int:
@@ -87,21 +85,21 @@ class GenerationMeta:
         return self.revision, self.updated_at
 
     def with_damage(self, message: str) -> GenerationMeta:
-        return replace(self, damaged=message)
+        return self._replace(damaged=message)
 
     def to_json(self) -> bytes:
-        data = asdict(self)
+        data = self._asdict()
         data.pop("damaged")
         if data["model_wanted"] is None:
             data.pop("model_wanted")
-        return orjson.dumps(data, option=orjson.OPT_INDENT_2)
+        return json.dumps(data, indent=2).encode()
 
     @classmethod
     def from_json(cls, content: bytes) -> GenerationMeta:
         """Parse and validate ``meta.json``; ``MetaError`` names what is wrong (another format included)."""
         try:
-            data = orjson.loads(content)
-        except orjson.JSONDecodeError as exc:
+            data = json.loads(content)
+        except ValueError as exc:
             raise MetaError(f"meta.json: not JSON ({exc})") from exc
         if not isinstance(data, dict):
             raise MetaError("meta.json: not an object")
@@ -148,7 +146,7 @@ def file_names(revision: int) -> dict[str, str]:
     from lore.index import bm25
 
     return {
-        "table": f"table-{revision}.json",
+        "table": f"table-{revision}.bin",
         "docs": f"docs-{revision}.jsonl",
         "graph": f"graph-{revision}.json",
         "vectors": f"vectors-{revision}.npy",
@@ -172,7 +170,7 @@ def still_live(directory: Path, meta: GenerationMeta) -> bool:
     """Whether ``directory`` is still the live generation, at the revision ``meta`` describes."""
     try:
         live = (directory.parent / CURRENT).read_text(encoding="utf-8").strip()
-        on_disk = orjson.loads((directory / META).read_bytes())
+        on_disk = json.loads((directory / META).read_bytes())
     except (OSError, ValueError):
         return False
     return (live == directory.name and isinstance(on_disk, dict)

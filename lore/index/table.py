@@ -1,17 +1,18 @@
 """The records table: what ranking and rendering need per record, without reading the sources.
 
-Columns (ids, kinds, projects, times, confidence, ...) load in one orjson call;
-each record's text lives in a JSONL file read by offset only for shown results.
+Columns (ids, kinds, projects, times, confidence, ...) are one typed columns file
+(``lore.index.columns``: one read, no JSON parse of the rows); each record's text
+lives in a JSONL file read by offset only for shown results.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
+from lore.index import columns as column_file
 
 if TYPE_CHECKING:
     from lore.store.records import Record
@@ -47,6 +48,8 @@ def describe(exc: BaseException, limit: int = 120) -> str:
 
 def record_hash(record: Record) -> str:
     import hashlib  # the build's: OpenSSL's binding cost the cold hook ~3 ms to import
+
+    import orjson  # the build's too: its import brings uuid, dataclasses and inspect
 
     return hashlib.sha256(orjson.dumps(record.raw, option=orjson.OPT_SORT_KEYS) + record.kind.encode()).hexdigest()[:20]
 
@@ -107,33 +110,39 @@ def doc_of(record: Record) -> dict[str, Any]:
     }
 
 
-@dataclass
 class Table:
-    """The index's per-row columns (one list per field) and where each row's doc line starts."""
+    """The index's per-row columns (one list per field) and where each row's doc line starts.
 
-    ids: list[str] = field(default_factory=list)
-    kinds: list[str] = field(default_factory=list)
-    projects: list[str | None] = field(default_factory=list)
-    statuses: list[str] = field(default_factory=list)
-    times: list[float | None] = field(default_factory=list)
-    confidence: list[float] = field(default_factory=list)
-    importance: list[int] = field(default_factory=list)
-    pinned: list[bool] = field(default_factory=list)
-    # Each row's tags joined by TAG_SEPARATOR: one string per row loads several times
-    # faster than a list per row (50k git commits: 14 ms against 69 ms), and only
-    # the rows a query touches are ever split (``tags_of``).
-    tags: list[str] = field(default_factory=list)
-    hashes: list[str] = field(default_factory=list)
-    offsets: list[int] = field(default_factory=list)
-    docs_path: Path | None = None
-    # A merged view (base then delta segment): rows from ``delta_start`` on read their docs here.
-    delta_docs_path: Path | None = None
-    delta_start: int = -1
-    _row: dict[str, int] | None = None
-    _projects: set[str | None] | None = None
-    _docs_cache: dict[int, dict[str, Any]] = field(default_factory=dict)
-    # Set by the index reader: turns a docs line that cannot be read into its own error.
-    on_damage: Callable[[str, Exception], Exception] | None = field(default=None, repr=False, compare=False)
+    A plain class, not a dataclass: the cold prompt hook loads one on every prompt and imports no dataclasses.
+    """
+
+    def __init__(self, ids: list[str] | None = None, kinds: list[str] | None = None,
+                 projects: list[str | None] | None = None, statuses: list[str] | None = None,
+                 times: list[float | None] | None = None, confidence: list[float] | None = None,
+                 importance: list[int] | None = None, pinned: list[bool] | None = None, tags: list[str] | None = None,
+                 hashes: list[str] | None = None, offsets: list[int] | None = None) -> None:  # fmt: skip
+        self.ids: list[str] = [] if ids is None else ids
+        self.kinds: list[str] = [] if kinds is None else kinds
+        self.projects: list[str | None] = [] if projects is None else projects
+        self.statuses: list[str] = [] if statuses is None else statuses
+        self.times: list[float | None] = [] if times is None else times
+        self.confidence: list[float] = [] if confidence is None else confidence
+        self.importance: list[int] = [] if importance is None else importance
+        self.pinned: list[bool] = [] if pinned is None else pinned
+        # Each row's tags joined by TAG_SEPARATOR: one string per row loads several times
+        # faster than a list per row, and only the rows a query touches are ever split (``tags_of``).
+        self.tags: list[str] = [] if tags is None else tags
+        self.hashes: list[str] = [] if hashes is None else hashes
+        self.offsets: list[int] = [] if offsets is None else offsets
+        self.docs_path: Path | None = None
+        # A merged view (base then delta segment): rows from ``delta_start`` on read their docs here.
+        self.delta_docs_path: Path | None = None
+        self.delta_start = -1
+        self._row: dict[str, int] | None = None
+        self._projects: set[str | None] | None = None
+        self._docs_cache: dict[int, dict[str, Any]] = {}
+        # Set by the index reader: turns a docs line that cannot be read into its own error.
+        self.on_damage: Callable[[str, Exception], Exception] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -182,7 +191,8 @@ class Table:
         try:
             with path.open("rb") as handle:
                 handle.seek(self.offsets[row])
-                value = orjson.loads(handle.readline())
+                # The standard library's parser: a few shown rows per search, and the cold hook imports no orjson.
+                value = json.loads(handle.readline())
             if not isinstance(value, dict):
                 raise ValueError(f"line at byte {self.offsets[row]} is not a JSON object")
         except (OSError, ValueError) as exc:
@@ -212,13 +222,15 @@ class Table:
             if not line.endswith(b"\n") or line.count(b"\n") != 1:
                 raise IndexFileError(name, "a line does not end where the next one starts")
             try:
-                if not isinstance(orjson.loads(line), dict):
+                if not isinstance(json.loads(line), dict):
                     raise ValueError("not a JSON object")
             except ValueError as exc:
                 raise IndexFileError(name, describe(exc)) from exc
 
     def save(self, table_path: Path, docs_path: Path, docs: Sequence[dict[str, Any] | bytes]) -> None:
         """Write the columns and the docs file; a doc given as bytes is an already serialised line."""
+        import orjson
+
         offsets, chunks, position = [], [], 0
         for doc in docs:
             line = doc if isinstance(doc, bytes) else orjson.dumps(doc) + b"\n"
@@ -228,13 +240,15 @@ class Table:
         docs_path.write_bytes(b"".join(chunks))
         self.offsets = offsets
         self.docs_path = docs_path
-        columns = {name: getattr(self, name) for name in COLUMNS}
-        table_path.write_bytes(orjson.dumps(columns))
+        table_path.write_bytes(column_file.dump({name: (COLUMNS[name], getattr(self, name)) for name in COLUMNS}))
 
     @classmethod
     def load(cls, table_path: Path, docs_path: Path) -> Table:
-        columns = orjson.loads(table_path.read_bytes())
-        if not isinstance(columns, dict) or not all(isinstance(columns.get(name), list) for name in COLUMNS):
+        try:
+            columns = column_file.load(table_path.read_bytes())
+        except column_file.ColumnsError as exc:
+            raise ValueError(f"{table_path.name}: {exc}") from exc
+        if not all(isinstance(columns.get(name), list) for name in COLUMNS):
             raise ValueError(f"{table_path.name}: not a records table")
         table = cls(**{name: columns[name] for name in COLUMNS})
         table.docs_path = docs_path
@@ -268,11 +282,13 @@ class Table:
 
 def read_dead(path: Path) -> list[int]:
     """A delta segment's retired base rows (here, not in ``delta``: the hook's cold reader must not import the writer)."""
-    rows = orjson.loads(path.read_bytes())
+    rows = json.loads(path.read_bytes())
     if not isinstance(rows, list) or not all(isinstance(r, int) and not isinstance(r, bool) for r in rows):
         raise ValueError(f"{path.name}: not a list of row numbers")
     return rows
 
 
 TAG_SEPARATOR = "\x1f"  # ASCII unit separator (replaced by a space inside a tag, should one contain it)
-COLUMNS = ("ids", "kinds", "projects", "statuses", "times", "confidence", "importance", "pinned", "tags", "hashes", "offsets")
+# Each column and the kind its file stores it as (``lore.index.columns``).
+COLUMNS = {"ids": "str", "kinds": "str", "projects": "str", "statuses": "str", "times": "d", "confidence": "d",
+           "importance": "q", "pinned": "B", "tags": "str", "hashes": "str", "offsets": "q"}  # fmt: skip

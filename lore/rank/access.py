@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-# Every cold prompt and every `lore search` reads the whole log (about 27 us a line with
-# orjson here). At the old 4 MiB cap a busy user's log held some 15,000 lines before it
-# was compacted: ~0.4 s on every cold prompt. At 64 KiB it holds at most ~300 lines
-# (~5 ms) beside the one compacted line. The queries in the lines are read by nothing.
+# Every cold prompt and every `lore search` reads the whole log, with the standard library's
+# parser (the cold hook imports no orjson). At the old 4 MiB cap a busy user's log held some
+# 15,000 lines before it was compacted: ~0.4 s on every cold prompt. At 64 KiB it holds at
+# most ~300 lines beside the one compacted line. The queries in the lines are read by nothing.
 MAX_BYTES = 64 * 1024
 
 
@@ -22,7 +21,7 @@ def record_access(path: Path, query: str, ids: list[str], now: float) -> None:
     from lore.store.fileio import append_line
 
     with contextlib.suppress(OSError):
-        line = orjson.dumps({"ts": round(now, 3), "q": query[:300], "ids": ids})
+        line = json.dumps({"ts": round(now, 3), "q": query[:300], "ids": ids}, ensure_ascii=False).encode()
         # Not fsynced: losing the last access on a crash is harmless, a glued line is not.
         append_line(path, line, durable=False, mode=0o600)
         if path.stat().st_size > MAX_BYTES:
@@ -54,8 +53,8 @@ def load_stats(path: Path) -> dict[str, tuple[int, float]]:
         return stats
     for line in data.splitlines():
         try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
+            entry = json.loads(line)
+        except ValueError:  # a line cut short, or not UTF-8
             continue
         if not isinstance(entry, dict):
             continue
@@ -76,4 +75,4 @@ def compact(path: Path) -> None:
     from lore.store.fileio import atomic_write  # a temp file of its own: two compactions never mix
 
     stats = load_stats(path)
-    atomic_write(path, orjson.dumps({"agg": {k: [c, t] for k, (c, t) in stats.items()}}) + b"\n")
+    atomic_write(path, json.dumps({"agg": {k: [c, t] for k, (c, t) in stats.items()}}, ensure_ascii=False).encode() + b"\n")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lore.rank.stages import Candidate
@@ -60,6 +59,6 @@ def mmr(
             remaining.remove(i)
         folded[pick] = len(duplicates)
     return [
-        replace(head[i], represents=head[i].represents + folded[i], score_rank=i + 1, max_similarity=similarity[i])
+        head[i].evolve(represents=head[i].represents + folded[i], score_rank=i + 1, max_similarity=similarity[i])
         for i in chosen
     ]

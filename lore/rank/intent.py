@@ -12,8 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-import orjson
-
 if TYPE_CHECKING:
     import numpy as np
 
@@ -108,6 +106,8 @@ def load_centroids(cache: Path, identity: str, encode: Callable[[list[str]], np.
     The cache is disposable: anything in it that is not this model's centroids (junk,
     another model's, a half-written file) is recomputed and replaced.
     """
+    import orjson  # the cold hook's path imports this module, never this function
+
     try:
         data = orjson.loads(cache.read_bytes())
         if isinstance(data, dict) and data.get("model") == identity and data.get("phrases") == _phrases_key():
@@ -144,6 +144,8 @@ def _valid_centroids(value: object) -> dict[str, list[float]] | None:
 
 def _phrases_key() -> str:
     import hashlib
+
+    import orjson
 
     return hashlib.sha256(orjson.dumps(SEED_PHRASES, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 

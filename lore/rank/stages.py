@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -30,51 +29,89 @@ if TYPE_CHECKING:
 DAY = 86400.0
 
 
-@dataclass(frozen=True)
 class Candidate:
     """One record on its way through the pipeline: its metadata, each channel's evidence, and every factor applied.
 
     The hits of a ``SearchResponse`` are these, with their record's text: the
-    library exports this class as ``lore.SearchHit`` (docs/api.md).
+    library exports this class as ``lore.SearchHit`` (docs/api.md). Immutable:
+    ``evolve`` makes a changed copy. A plain class, not a dataclass: importing
+    ``dataclasses`` (and ``inspect`` with it) cost the cold prompt hook a tenth of its time.
     """
 
     id: str
     row: int
     kind: str
-    project: str | None = None
-    status: str = "active"
-    time: float | None = None  # epoch seconds
-    confidence: float = 0.8
-    importance: int = 3
-    pinned: bool = False
-    tags: tuple[str, ...] = ()
-    intent_chain: tuple[str, ...] = ()
-    ranks: Mapping[str, int] = field(default_factory=dict)
-    channel_scores: Mapping[str, float] = field(default_factory=dict)
+    project: str | None
+    status: str
+    time: float | None  # epoch seconds
+    confidence: float
+    importance: int
+    pinned: bool
+    tags: tuple[str, ...]
+    intent_chain: tuple[str, ...]
+    ranks: Mapping[str, int]
+    channel_scores: Mapping[str, float]
     # Each channel's weighted share of ``fused``: weight * score / the channel's best score
     # (score fusion) or weight / (k + rank) (RRF).
-    contributions: Mapping[str, float] = field(default_factory=dict)
-    fused: float = 0.0
-    relevance: float = 0.0  # (fused / best possible fused score) ** sharpness, in [0, 1]
-    factors: Mapping[str, float] = field(default_factory=dict)
-    path: tuple[str, ...] = ()  # graph path rendering, when reached through edges
-    notes: tuple[str, ...] = ()
-    represents: int = 1  # near-identical records collapsed into this one
+    contributions: Mapping[str, float]
+    fused: float
+    relevance: float  # (fused / best possible fused score) ** sharpness, in [0, 1]
+    factors: Mapping[str, float]
+    path: tuple[str, ...]  # graph path rendering, when reached through edges
+    notes: tuple[str, ...]
+    represents: int  # near-identical records collapsed into this one
     # Set by MMR: the 1-based position by score before diversity re-ordered the head, and the
     # cosine to the most similar hit placed above (None for the first pick).
-    score_rank: int | None = None
-    max_similarity: float | None = None
+    score_rank: int | None
+    max_similarity: float | None
     # Share of the query's idf mass the record contains (None: no lexical channel or no terms).
-    coverage: float | None = None
+    coverage: float | None
     # The best cosine between the query's own vector and the record's title or one of its
     # sentences (``analysis.passages``), for the hits the injection decision reads
     # (``pipeline.PASSAGE_HITS``); None without vectors. A paraphrase is close to one passage.
-    passage_cosine: float | None = None
+    passage_cosine: float | None
     # The record's text, filled in for the hits a search returns (``lore.search.search``):
     # renderers read these, never the index.
-    title: str = ""
-    content: str = ""
-    summary: str = ""
+    title: str
+    content: str
+    summary: str
+
+    def __init__(self, id: str, row: int, kind: str, project: str | None = None, status: str = "active",
+                 time: float | None = None, confidence: float = 0.8, importance: int = 3, pinned: bool = False,
+                 tags: tuple[str, ...] = (), intent_chain: tuple[str, ...] = (), ranks: Mapping[str, int] | None = None,
+                 channel_scores: Mapping[str, float] | None = None, contributions: Mapping[str, float] | None = None,
+                 fused: float = 0.0, relevance: float = 0.0, factors: Mapping[str, float] | None = None,
+                 path: tuple[str, ...] = (), notes: tuple[str, ...] = (), represents: int = 1,
+                 score_rank: int | None = None, max_similarity: float | None = None, coverage: float | None = None,
+                 passage_cosine: float | None = None, title: str = "", content: str = "", summary: str = "") -> None:  # fmt: skip
+        self.__dict__.update(
+            id=id, row=row, kind=kind, project=project, status=status, time=time, confidence=confidence,
+            importance=importance, pinned=pinned, tags=tags, intent_chain=intent_chain,
+            ranks={} if ranks is None else ranks, channel_scores={} if channel_scores is None else channel_scores,
+            contributions={} if contributions is None else contributions, fused=fused, relevance=relevance,
+            factors={} if factors is None else factors, path=path, notes=notes, represents=represents,
+            score_rank=score_rank, max_similarity=max_similarity, coverage=coverage, passage_cosine=passage_cosine,
+            title=title, content=content, summary=summary,
+        )  # fmt: skip
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # What the library raised when this was a frozen dataclass (imported only here: the cold hook avoids it).
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"Candidate is immutable: use evolve({name}=...)")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError("Candidate is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return self.__dict__ == other.__dict__ if isinstance(other, Candidate) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and its mappings are not hashable
+
+    def __repr__(self) -> str:
+        return "Candidate(" + ", ".join(f"{name}={value!r}" for name, value in self.__dict__.items()) + ")"
 
     @property
     def score(self) -> float:

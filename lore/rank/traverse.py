@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lore.rank.stages import Candidate, QueryContext, apply_stages, candidate_at
@@ -89,7 +88,7 @@ def expand(
                 arrow, reached = (f"-> {edge.relation} ->", edge.target) if direction == "out" else (f"<- {edge.relation} <-", edge.source)
                 steps.append(f"{arrow} {_label(reader, reached)}")
             base = candidate_at(reader, row)
-            candidate = replace(base, relevance=hit.relevance * strength, ranks={"graph_hops": hops},
+            candidate = base.evolve(relevance=hit.relevance * strength, ranks={"graph_hops": hops},
                                 path=(" ".join(steps),))  # fmt: skip
             scored = apply_stages([candidate], ctx)
             if scored:
@@ -110,5 +109,5 @@ def annotate_contradictions(reader: IndexReader, hits: Sequence[Candidate]) -> l
                 row = reader.table.row(other)
                 title = _short_title(reader.table.doc(row)["title"], 70) if row is not None else ""
                 notes.append(f"contradicts {other}: {title}")
-        result.append(replace(hit, notes=tuple(dict.fromkeys(notes))) if notes != list(hit.notes) else hit)
+        result.append(hit.evolve(notes=tuple(dict.fromkeys(notes))) if notes != list(hit.notes) else hit)
     return result
