@@ -512,7 +512,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
             if found is None:
                 spawn_for = locations  # a helper for the next prompt, once this one is answered
                 route = "cold"
-                # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
+                # LORE_HOOK_COLD: the numpy-free light path (lore.rank.cold), or the full pipeline, or nothing.
                 found = cold_context_for_prompt(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=before[0],
                                                 pointed=before[1], gap_line=settings.hook_gap == "line",
                                                 deadline=deadline, log=log_failure)  # fmt: skip
