@@ -15,6 +15,7 @@ these checks can pass by finding nothing.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -51,6 +52,7 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 SECTION_REF = re.compile(r"([\w-]+\.md)\)?\]?(?:\([^)]*\))?,?\s\"([^\"]{2,90})\"")
 
 
+@cache
 def read(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
@@ -258,6 +260,8 @@ def unknown_names(text: str) -> list[str]:
             parts = dotted.split(".")
             if dotted in NOT_LORE_NAMES or parts[-1] in FILE_SUFFIXES:
                 continue
+            if f"lore.{parts[0]}" in modules() and parts[0] not in modules():  # `rank.cold.run_cold`: a package of lore
+                parts = ["lore", *parts]
             if parts[0] == "lore" and len(parts) > 1:
                 for cut in range(len(parts), 0, -1):
                     if ".".join(parts[:cut]) in modules():
@@ -360,6 +364,23 @@ def test_every_dotted_name_exists(doc: Path) -> None:
     assert unknown_names(read(doc)) == []
 
 
+def uncited_documents(text: str) -> list[str]:
+    """Project documents a text cites by number (``RFC-0011``) that no file of the repository is named after."""
+    names = set()
+    for _top, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("index", "__pycache__")]
+        names.update(Path(name).stem.lower() for name in files)
+    return sorted({d for d in re.findall(r"\bRFC-\d+", text) if d.lower() not in names})
+
+
+def test_every_cited_document_is_in_the_repository() -> None:
+    cited = []
+    for path in [*DOCS, *SOURCES]:
+        if path.name != Path(__file__).name:
+            cited += [f"{path.relative_to(ROOT)}: {d}" for d in uncited_documents(read(path))]
+    assert cited == []
+
+
 def test_the_defaults_search_md_states_are_the_codes() -> None:
     rows = default_rows(DOC_TEXTS["search.md"])
     assert len(rows) >= 20  # the tables of "How each default was chosen" were read
@@ -386,6 +407,7 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
     assert unknown_settings(text, lore_source()) == ["LORE_NOT_A_SETTING"]
     assert missing_paths(text) == ["lore/no/such.py"]
     assert unknown_names(text) == ["inject.NO_SUCH", "lore.rank.cold.no_such_name"]
+    assert uncited_documents("as RFC-0011 says, and RFC 7807 problem+json") == ["RFC-0011"]
     table = ("| default | value | code | dev evidence |\n| --- | --- | --- | --- |\n"
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
     assert default_rows(table) == [("scoring.K1", "1.2"), ("options.SearchOptions.retrieval_limit", "40")]
