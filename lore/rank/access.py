@@ -8,10 +8,8 @@ from typing import Any
 
 import orjson
 
-# Every cold prompt and every `lore search` reads the whole log (about 27 us a line with
-# orjson here). At the old 4 MiB cap a busy user's log held some 15,000 lines before it
-# was compacted: ~0.4 s on every cold prompt. At 64 KiB it holds at most ~300 lines
-# (~5 ms) beside the one compacted line. The queries in the lines are read by nothing.
+# Every cold prompt and every `lore search` reads the whole log, so it is compacted small: a
+# few hundred lines beside the one compacted line. The queries in the lines are read by nothing.
 MAX_BYTES = 64 * 1024
 
 
