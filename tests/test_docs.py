@@ -381,6 +381,44 @@ def test_every_cited_document_is_in_the_repository() -> None:
     assert cited == []
 
 
+def settings_defaults_stated(text: str) -> list[tuple[str, str]]:
+    """(variable, default) of each row of a ``| variable | accepted values | default | ...`` table, literal defaults only."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if len(cells) >= 3 and re.fullmatch(r"`LORE_\w+`", cells[0]):
+            default = re.fullmatch(r"`?([\w.]+)`?", cells[2])
+            if default:
+                rows.append((cells[0].strip("`"), default.group(1)))
+    return rows
+
+
+def wrong_settings_defaults(text: str) -> list[str]:
+    """Stated defaults that differ from ``Settings()``'s field whose comment names the variable."""
+    from lore.settings import Settings
+
+    fields = dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(LORE_\w+)", read(ROOT / "lore" / "settings.py"), re.M))
+    by_variable = {variable: field for field, variable in fields.items()}
+    wrong = []
+    for variable, stated in settings_defaults_stated(text):
+        if variable not in by_variable:
+            wrong.append(f"{variable}: no field of Settings names it")
+            continue
+        actual = getattr(Settings(), by_variable[variable])
+        expected: Any = {"on": True, "off": False}.get(stated, stated) if isinstance(actual, bool) else stated
+        if isinstance(actual, (int, float)) and not isinstance(actual, bool):
+            expected = float(stated) if re.fullmatch(r"[\d.]+", stated) else stated
+        if expected != actual:
+            wrong.append(f"{variable}: the doc says {stated}, Settings() has {actual!r}")
+    return wrong
+
+
+def test_the_defaults_settings_md_states_are_the_codes() -> None:
+    text = DOC_TEXTS["settings.md"]
+    assert len(settings_defaults_stated(text)) >= 12
+    assert wrong_settings_defaults(text) == []
+
+
 def test_the_defaults_search_md_states_are_the_codes() -> None:
     rows = default_rows(DOC_TEXTS["search.md"])
     assert len(rows) >= 20  # the tables of "How each default was chosen" were read
@@ -407,6 +445,10 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
     assert unknown_settings(text, lore_source()) == ["LORE_NOT_A_SETTING"]
     assert missing_paths(text) == ["lore/no/such.py"]
     assert unknown_names(text) == ["inject.NO_SUCH", "lore.rank.cold.no_such_name"]
+    settings_table = ("| `LORE_HOOK_BUDGET` | characters | 1200 | hooks |\n| `LORE_HOOK` | on/off | `on` | hooks |\n"
+                      "| `LORE_HOOK_COLD` | modes | `lexical` | the hook |\n")
+    assert wrong_settings_defaults(settings_table) == ["LORE_HOOK_BUDGET: the doc says 1200, Settings() has 1500",
+                                                       "LORE_HOOK_COLD: the doc says lexical, Settings() has 'light'"]
     assert uncited_documents("as RFC-0011 says, and RFC 7807 problem+json") == ["RFC-0011"]
     table = ("| default | value | code | dev evidence |\n| --- | --- | --- | --- |\n"
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
