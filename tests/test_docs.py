@@ -15,6 +15,7 @@ these checks can pass by finding nothing.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shlex
@@ -135,7 +136,8 @@ def tokens_of(line: str) -> list[str]:
         words = shlex.split(line)
     except ValueError:
         words = line.split()
-    return [w.strip("[]") for w in words if w.strip("[]")]
+    # `--success|--failure`, `[--format markdown|compact|json]`: each alternative is a word.
+    return [part.strip("[]") for w in words for part in w.split("|") if part.strip("[]")]
 
 
 def command_problems(line: str, root: Any) -> list[str]:
@@ -312,8 +314,6 @@ def code_value(name: str) -> Any:
 
 
 def wrong_defaults(text: str) -> list[str]:
-    import ast
-
     wrong = []
     for name, stated in default_rows(text):
         actual = code_value(name)
@@ -419,6 +419,35 @@ def test_the_defaults_settings_md_states_are_the_codes() -> None:
     assert wrong_settings_defaults(text) == []
 
 
+def api_problems(text: str) -> list[str]:
+    """Methods api.md's headings name (``context(query, budget_tokens=500)``) that ``Lore`` lacks, or whose
+    keyword defaults differ; positional arguments are named for the reader and not checked."""
+    import inspect
+
+    from lore.api import Lore
+
+    problems = []
+    for heading in re.findall(r"^## (.+)$", FENCE.sub("", text), re.M):
+        for name, arguments in re.findall(r"`(\w+)\(([^`]*)\)", heading):
+            if not hasattr(Lore, name):
+                problems.append(f"Lore has no {name}")
+                continue
+            parameters = inspect.signature(getattr(Lore, name)).parameters
+            for argument in (a.strip() for a in arguments.split(",")):
+                keyword, equals, stated = argument.partition("=")
+                if not equals:
+                    continue
+                if keyword not in parameters:
+                    problems.append(f"Lore.{name} has no parameter {keyword}")
+                elif ast.literal_eval(stated) != parameters[keyword].default:
+                    problems.append(f"Lore.{name}({keyword}=...) defaults to {parameters[keyword].default!r}, not {stated}")
+    return problems
+
+
+def test_api_md_names_lores_methods_and_their_defaults() -> None:
+    assert api_problems(DOC_TEXTS["api.md"]) == []
+
+
 def test_the_defaults_search_md_states_are_the_codes() -> None:
     rows = default_rows(DOC_TEXTS["search.md"])
     assert len(rows) >= 20  # the tables of "How each default was chosen" were read
@@ -449,6 +478,8 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
                       "| `LORE_HOOK_COLD` | modes | `lexical` | the hook |\n")
     assert wrong_settings_defaults(settings_table) == ["LORE_HOOK_BUDGET: the doc says 1200, Settings() has 1500",
                                                        "LORE_HOOK_COLD: the doc says lexical, Settings() has 'light'"]
+    assert api_problems("## `context(query, budget_tokens=400)`\n## `recall(query)`\n") == [
+        "Lore.context(budget_tokens=...) defaults to 500, not 400", "Lore has no recall"]
     assert uncited_documents("as RFC-0011 says, and RFC 7807 problem+json") == ["RFC-0011"]
     table = ("| default | value | code | dev evidence |\n| --- | --- | --- | --- |\n"
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
