@@ -444,6 +444,39 @@ def api_problems(text: str) -> list[str]:
     return problems
 
 
+@cache
+def option_defaults() -> dict[str, set[str]]:
+    """Each lore option's defaults over every command that declares it, as text (``--batch`` -> {"50"})."""
+    found: dict[str, set[str]] = {}
+
+    def walk(command: Any) -> None:
+        for param in command.params:
+            for opt in param.opts:
+                found.setdefault(opt, set()).add(str(param.default))
+        for sub in getattr(command, "commands", {}).values():
+            walk(sub)
+
+    walk(click_root())
+    return found
+
+
+def wrong_flag_defaults(text: str) -> list[str]:
+    """``--flag`` ... ``(default N`` where no lore command declares that flag with default N."""
+    wrong = []
+    for flag, stated in re.findall(r"`(--[a-z][a-z0-9-]*)[^`]*`[^.()`]{0,40}\(default:? ([\w.]+)", text):
+        defaults = option_defaults().get(flag)
+        if defaults is not None and not any(d == stated or d == stated.replace(",", "") or
+                                            (re.fullmatch(r"[\d.]+", d) and re.fullmatch(r"[\d.]+", stated)
+                                             and float(d) == float(stated)) for d in defaults):  # fmt: skip
+            wrong.append(f"{flag}: the doc says default {stated}, the CLI {sorted(defaults)}")
+    return wrong
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_stated_option_defaults_are_the_clis(doc: Path) -> None:
+    assert wrong_flag_defaults(read(doc)) == []
+
+
 def test_api_md_names_lores_methods_and_their_defaults() -> None:
     assert api_problems(DOC_TEXTS["api.md"]) == []
 
@@ -480,6 +513,9 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
                                                        "LORE_HOOK_COLD: the doc says lexical, Settings() has 'light'"]
     assert api_problems("## `context(query, budget_tokens=400)`\n## `recall(query)`\n") == [
         "Lore.context(budget_tokens=...) defaults to 500, not 400", "Lore has no recall"]
+    assert wrong_flag_defaults("in batches of `--batch` transcripts (default 40, or fewer)") == [
+        "--batch: the doc says default 40, the CLI ['50']"]
+    assert wrong_flag_defaults("in batches of `--batch` transcripts (default 50, or fewer)") == []
     assert uncited_documents("as RFC-0011 says, and RFC 7807 problem+json") == ["RFC-0011"]
     table = ("| default | value | code | dev evidence |\n| --- | --- | --- | --- |\n"
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
