@@ -123,8 +123,8 @@ class Dense(Retrieval):
         table = self.reader.table
         phrases = quoted_phrases(query) if self.opts.phrases == "filter" else []
         if phrases:
-            # Quoted phrases need term positions: the BM25 index's term sequence (``IndexReader.lexical``).
-            matching = self.reader.lexical.matching(phrases)
+            # Quoted phrases need term positions: the BM25 index's term sequence (``IndexReader.phrases``).
+            matching = self.reader.phrases.matching(phrases)
             if matching is not None:
                 prior = allowed if allowed is not None else [True] * len(table)
                 narrowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
