@@ -477,6 +477,23 @@ def test_stated_option_defaults_are_the_clis(doc: Path) -> None:
     assert wrong_flag_defaults(read(doc)) == []
 
 
+def unknown_bench_choices(text: str) -> list[str]:
+    """Sections (``--only``) and sets (``--sets``) of ``python -m benchmarks`` lines that the harness lacks."""
+    from benchmarks import SECTIONS, SETS
+
+    unknown = []
+    for line in re.findall(r"python -m benchmarks([^`|#\n]*)", text):
+        for flag, names in re.findall(r"(--only|--sets)[ =]([\w,-]+)", line):
+            known = SECTIONS if flag == "--only" else SETS
+            unknown += [f"{flag} {name}" for name in names.split(",") if name not in known and not name.isupper()]
+    return sorted(set(unknown))
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_bench_section_and_set_exists(doc: Path) -> None:
+    assert unknown_bench_choices(read(doc)) == []
+
+
 def test_api_md_names_lores_methods_and_their_defaults() -> None:
     assert api_problems(DOC_TEXTS["api.md"]) == []
 
@@ -516,6 +533,8 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
     assert wrong_flag_defaults("in batches of `--batch` transcripts (default 40, or fewer)") == [
         "--batch: the doc says default 40, the CLI ['50']"]
     assert wrong_flag_defaults("in batches of `--batch` transcripts (default 50, or fewer)") == []
+    assert unknown_bench_choices("`python -m benchmarks --only quality,speed --sets demo,toy`") == [
+        "--only speed", "--sets toy"]
     assert uncited_documents("as RFC-0011 says, and RFC 7807 problem+json") == ["RFC-0011"]
     table = ("| default | value | code | dev evidence |\n| --- | --- | --- | --- |\n"
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
