@@ -494,6 +494,18 @@ def test_every_bench_section_and_set_exists(doc: Path) -> None:
     assert unknown_bench_choices(read(doc)) == []
 
 
+def test_the_python_examples_of_redaction_md_run() -> None:
+    """Its ``>>>`` examples, as doctests (api.md's run in tests/test_api.py, in a store of their own)."""
+    import doctest
+
+    text = re.sub(r"^```\w*$", "", DOC_TEXTS["redaction.md"], flags=re.M)  # a fence ends an example's output
+    assert ">>>" in text
+    test = doctest.DocTestParser().get_doctest(text, {}, "redaction.md", "docs/redaction.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+
+
 def test_api_md_names_lores_methods_and_their_defaults() -> None:
     assert api_problems(DOC_TEXTS["api.md"]) == []
 
