@@ -506,6 +506,31 @@ def test_the_python_examples_of_redaction_md_run() -> None:
     assert runner.summarize(verbose=False).failed == 0
 
 
+def json_keys(value: Any) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | {k for v in value.values() for k in json_keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in json_keys(v)}
+    return set()
+
+
+def test_search_md_json_example_names_what_the_renderer_writes() -> None:
+    """Every key of the ``--json`` example is a string lore writes, and its schema version is the renderer's."""
+    import json
+
+    from lore.render.results import JSON_SCHEMA_VERSION
+
+    text = DOC_TEXTS["search.md"]
+    section = text[text.index("## `--json` output"):]
+    example = json.loads(re.search(r"```json\n(.*?)```", section, re.S).group(1))  # type: ignore[union-attr]
+    assert example["schema_version"] == JSON_SCHEMA_VERSION
+    assert f"`schema_version` {JSON_SCHEMA_VERSION}" in section
+    channels = {"bm25", "vector", "hyde", "graph"}  # keys by channel name, the pipeline's CHANNELS
+    written = lore_source()
+    missing = sorted(k for k in json_keys(example) - channels if f'"{k}"' not in written and f"'{k}'" not in written)
+    assert missing == []
+
+
 def test_api_md_names_lores_methods_and_their_defaults() -> None:
     assert api_problems(DOC_TEXTS["api.md"]) == []
 
