@@ -382,8 +382,10 @@ def test_every_cited_document_is_in_the_repository() -> None:
 
 
 def settings_defaults_stated(text: str) -> list[tuple[str, str]]:
-    """(variable, default) of each row of a ``| variable | accepted values | default | ...`` table, literal defaults only."""
-    rows = []
+    """(variable, default) of each row of a ``| variable | accepted values | default | ...`` table, literal defaults
+    only, and of prose such as ``LORE_HOOK_BUDGET`` ... (default 1500)."""
+    rows = [(variable, stated.replace(",", "")) for variable, stated
+            in re.findall(r"`(LORE_[A-Z_]+)`[^.()`|]{0,30}\(?default:? `?([\d,.]+|[a-z]+)\b", text)]  # fmt: skip
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
         if len(cells) >= 3 and re.fullmatch(r"`LORE_\w+`", cells[0]):
@@ -417,6 +419,11 @@ def test_the_defaults_settings_md_states_are_the_codes() -> None:
     text = DOC_TEXTS["settings.md"]
     assert len(settings_defaults_stated(text)) >= 12
     assert wrong_settings_defaults(text) == []
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_every_stated_setting_default_is_the_codes(doc: Path) -> None:
+    assert wrong_settings_defaults(read(doc)) == []
 
 
 def api_problems(text: str) -> list[str]:
@@ -572,6 +579,8 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
     assert wrong_flag_defaults("in batches of `--batch` transcripts (default 50, or fewer)") == []
     assert unknown_bench_choices("`python -m benchmarks --only quality,speed --sets demo,toy`") == [
         "--only speed", "--sets toy"]
+    assert wrong_settings_defaults("a timeout (`LORE_CAPTURE_LLM_TIMEOUT`, default 30 s)") == [
+        "LORE_CAPTURE_LLM_TIMEOUT: the doc says 30, Settings() has 60.0"]
     assert uncited_documents("as RFC-0011 says, and RFC 7807 problem+json") == ["RFC-0011"]
     table = ("| default | value | code | dev evidence |\n| --- | --- | --- | --- |\n"
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
