@@ -61,7 +61,7 @@ def measure(data_dir: Path, index_dir: Path, work: Path, queries: Sequence[str],
     lore = lore_command()
     compile_bytecode()
 
-    # The cold hook as shipped (LORE_HOOK_COLD=lexical: BM25 without numpy) and the whole
+    # The cold hook as shipped (LORE_HOOK_COLD=light: BM25 reranked, without numpy) and the whole
     # pipeline in process (LORE_HOOK_COLD=full: what every cold prompt ran before).
     full_env = {**env, "LORE_HOOK_COLD": "full"}
     # The original bash Lore's `lore search` on the same decisions (benchmarks/bash_original.py).

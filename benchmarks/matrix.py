@@ -117,14 +117,14 @@ def _cold_reader(searcher: Searcher) -> Any:
 
 def _cold_query(reader: Any, text: str, now: float, limit: int = 10) -> Any:
     """The hook's cold answer: the defaults with BM25's candidates reranked by their cosine (scrubbed like any search)."""
-    from lore.rank.cold import RERANKED, Declined, lexical_run
+    from lore.rank.cold import RERANKED, Declined, run_cold
     from lore.rank.pipeline import SearchOptions
     from lore.rank.query import scrub_query
 
     query = scrub_query(text).text
     options = SearchOptions(limit=limit, now=now, channels=RERANKED)
     try:
-        return lexical_run(reader, query, options, access={})
+        return run_cold(reader, query, options, access={})
     except Declined:
         return None
 
@@ -232,14 +232,14 @@ def _block(searcher: Searcher, cold_reader: Any, text: str, now: float, cold: bo
     """The hook's block as built for ``text`` (its ids), and whether the injection decision refuses it."""
     from lore.context import HOOK, block_for, decide
     from lore.rank import inject
-    from lore.rank.cold import RERANKED, Declined, hook_options, lexical_run
+    from lore.rank.cold import RERANKED, Declined, hook_options, run_cold
     from lore.rank.pipeline import CHANNELS
     from lore.rank.query import scrub_query
 
     response = None
     if cold:
         try:
-            response = lexical_run(cold_reader, scrub_query(text).text, hook_options(None, now, channels=RERANKED),
+            response = run_cold(cold_reader, scrub_query(text).text, hook_options(None, now, channels=RERANKED),
                                    access={})  # fmt: skip
         except Declined:
             response = None  # the hook hands these to the whole pipeline

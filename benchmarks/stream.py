@@ -55,7 +55,7 @@ class Turn:
     relevant: tuple[str, ...]
     split: str
     # Who wrote it: ``original`` (the stream the first decisions were fitted on, data/prompt_stream.jsonl)
-    # or one of the independent author groups of data/streams/ (docs/evaluation.md, "Author groups").
+    # or one of the independent author groups of data/streams/ (docs/evaluation.md, "The prompt stream").
     author: str = "original"
     style: str = ""
 
@@ -68,7 +68,7 @@ class Observed:
     warm: Any = None
     cold: Any = None
     null: Any = None
-    # The cold path without its vector channel (BM25 alone, ``lore.rank.cold.LEXICAL``): what the
+    # The cold path without its vector channel (BM25 alone, ``lore.rank.cold.BM25_ONLY``): what the
     # hook answers when the index has no vectors it can read; its decision has its own weights.
     cold_lexical: Any = None
 
@@ -128,7 +128,7 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
     from lore.agent.hook import is_trivial
     from lore.index.manager import IndexManager
     from lore.rank import null
-    from lore.rank.cold import RERANKED, Declined, hook_options, lexical_run, open_reader
+    from lore.rank.cold import RERANKED, Declined, hook_options, open_reader, run_cold
     from lore.rank.pipeline import CHANNELS
     from lore.rank.query import scrub_query
     from lore.search import SearchSession, search
@@ -163,8 +163,8 @@ def observe(shared: Path, work: Path, progress: Progress = _quiet, turns: Sequen
                                        policy="ignore", log_access=False, use_llm=False)  # fmt: skip
                     query = scrub_query(turn.prompt).text
                     try:
-                        seen.cold = lexical_run(cold_reader, query, hook_options(turn.project, now, channels=RERANKED))
-                        seen.cold_lexical = lexical_run(cold_reader, query, hook_options(turn.project, now))
+                        seen.cold = run_cold(cold_reader, query, hook_options(turn.project, now, channels=RERANKED))
+                        seen.cold_lexical = run_cold(cold_reader, query, hook_options(turn.project, now))
                     except Declined:
                         # as the hook: the whole pipeline answers what the cold path declines
                         seen.cold = seen.cold_lexical = seen.warm

@@ -6,7 +6,7 @@ so a write through the API gets the same input checks, secret scrubber, duplicat
 contradiction checks and audit entry as ``lore remember``. Constructing a ``Lore``
 imports nothing heavy and reads nothing: the store is read on the first call that
 needs it, the index opened (and refreshed) on the first search, and the embedding
-model loaded on the first query that needs vectors (RFC-0011 §7.3).
+model loaded on the first query that needs vectors.
 
 Reference: docs/api.md.
 """
@@ -313,7 +313,7 @@ class Lore:
         return capture_session(self.store, path, project=self._project, session_id=session_id, method=method,
                                dry_run=dry_run, settings=self.settings)  # fmt: skip
 
-    # -- lessons (RFC-0011) -------------------------------------------------------------
+    # -- lessons (docs/lessons.md) -------------------------------------------------------
     def distill_lesson(self, situation: str, error_pattern: str, oversight: str, fix: str, rule: str,
                        severity: str, scope: str, inverse: str | None = None, confidence: float = 0.7,
                        tags: list[str] | None = None) -> Record:  # fmt: skip
@@ -366,7 +366,7 @@ class Lore:
 
         return edit(self.store, record_id, fields)
 
-    # -- reflection and reliability (RFC-0011) --------------------------------------------
+    # -- reflection and reliability (docs/api.md) -----------------------------------------
     def reflect(self, topic: str | None = None, lookback: int = 50) -> Record:
         """Synthesize a belief over recent memories (on ``topic``), stored as a reflection.
 

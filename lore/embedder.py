@@ -210,10 +210,10 @@ WORDS_KEPT = 1 << 16
 class PureBpe:
     """The bundled model's tokenizer in pure Python: the same ids as ``tokenizers`` without loading it.
 
-    Why: a ``lore index`` that embeds one new record paid 55-120 ms (2-core machine) for
-    ``Tokenizer.from_file`` alone, most of the refresh's cost beyond a no-op run. Reading
-    the vocabulary and the merges from ``tokenizer.json`` here costs ~35 ms; a short text
-    then tokenizes in about a millisecond (the Rust tokenizer stays the path for many texts).
+    Why: ``Tokenizer.from_file`` alone was most of what a refresh of one new record cost
+    beyond a no-op ``lore index``; reading the vocabulary and merges here costs less, and a
+    short text then tokenizes in about a millisecond (the Rust tokenizer stays the path for
+    many texts; docs/index.md, "Whole process", has the figures).
 
     It reproduces ``tokenizers``' BPE step for step (``models/bpe/word.rs``: a heap of
     candidate merges by rank, then position; a popped merge is applied only if the pair at
@@ -239,8 +239,7 @@ class PureBpe:
         # Word by word, when no token holds a metaspace after another character (the bundled
         # model's: a token is a run of metaspaces, or at most one followed by other characters):
         # then no merge joins a word to the metaspace that starts the next one, each run of
-        # metaspaces and the word after it tokenizes alone, and a word seen before costs a
-        # look-up. The cold write check tokenized ~100 commit texts per process: ~0.1 s whole.
+        # metaspaces and the word after it tokenizes alone, and a word seen before costs a look-up.
         if by_word is None:
             by_word = _METASPACE in vocab and not _AFTER_CHARACTER.search("\x00".join(vocab))
         self.by_word = by_word
@@ -380,14 +379,12 @@ class QueryEncoder:
     use (55-120 ms). Both give the same ids, so the same vectors.
     """
 
-    # Past this many characters (in one process) the Rust tokenizer is worth its load: the pure
-    # one takes ~1 ms per 300 characters, so 20,000 cost about what ``Tokenizer.from_file`` does
-    # (55-120 ms). A full build encodes millions; a long-lived process (the warm helper) switches
-    # once its queries have added up to that, and then tokenizes each text ~20x faster.
+    # Past this many characters (in one process) the pure tokenizer has cost about what loading the
+    # Rust one does, which is then faster per text: a full build goes straight to it, and a
+    # long-lived process (the warm helper) switches once its queries add up to this.
     PURE_CHARACTERS = 20_000
-    # Word by word (``PureBpe.by_word``) the pure one is about twice as fast, and a word seen
-    # before costs a look-up: 33,700 characters of commit texts took 39-71 ms against 116-158 ms
-    # for ``from_file`` plus the Rust tokenizer's own pass (same runs, a loaded 2-core machine).
+    # Word by word (``PureBpe.by_word``) the pure one is about twice as fast, so it pays for longer
+    # (docs/index.md, "Whole process").
     PURE_CHARACTERS_BY_WORD = 60_000
 
     def __init__(self, model_dir: Path) -> None:
@@ -437,7 +434,7 @@ class QueryEncoder:
     def median_token_length(self) -> int:
         """model2vec's character cut-off unit; read from the vocabulary only when a text could need the cut.
 
-        Computing it costs ~16 ms per load (32,000 tokens); a text no longer than ``max_length``
+        Computing it reads the whole vocabulary; a text no longer than ``max_length``
         characters cannot exceed ``max_length`` tokens times a median of at least one character,
         so the prompt hook and a refresh of short records never need it.
         """
@@ -467,16 +464,15 @@ class QueryEncoder:
                 ids[row] = list(encoding.ids)
         return [found or [] for found in ids]
 
-    # Texts whose token vectors are gathered in one go: at most 32 x 512 tokens (16 MiB of
-    # float32 at 256 dimensions), so a build's memory does not grow with the store. Gathers
-    # of 128 texts (~25 MiB each, fresh pages every time) took 5x longer for the same rows.
+    # Texts whose token vectors are gathered in one go: at most 32 x 512 tokens, so a build's
+    # memory does not grow with the store (larger gathers, on fresh pages each time, were slower).
     GATHER_ROWS = 32
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """model2vec's mean of (weighted) token vectors per text, L2-normalised; all-unknown texts stay zero.
 
-        One gather of token vectors per batch of texts: gathered a row at a time, the numpy
-        calls cost 1.3 of the 5 s that embedding 10k commits took. Each row is summed
+        One gather of token vectors per batch of texts, not per row (numpy's per-call cost:
+        docs/index.md, "Full build: what each part costs"). Each row is summed
         over its own tokens in order, whatever batch it is in, so a text gets the same vector
         alone (a refresh) or among thousands (a build).
         """
@@ -489,9 +485,8 @@ class QueryEncoder:
         all_ids = self.token_ids(texts)
         embedding = self.embedding
         if sum(len(ids) for ids in all_ids) >= len(embedding) // 4:
-            # Many tokens (a build): converting the float16 table once (32,000 rows: ~40 ms,
-            # 32 MiB) beats converting every gathered row (0.7 s of 1.0 s for 3,000 commits).
-            # float16 -> float32 is exact, so the vectors are the same either way.
+            # Many tokens (a build): converting the float16 table once beats converting every
+            # gathered row; float16 -> float32 is exact, so the vectors are the same either way.
             if self._embedding32 is None:
                 self._embedding32 = np.asarray(embedding, dtype=np.float32)
             embedding = self._embedding32
@@ -510,9 +505,8 @@ class QueryEncoder:
             vectors = np.asarray(embedding[index], dtype=np.float32)  # the float32 copy, for a build
             if self.weights is not None:
                 vectors = vectors * np.asarray(self.weights[flat], dtype=np.float32)[:, None]
-            # A sum per row over its contiguous slice (then divided, as ``mean`` does): 10x
-            # faster here than ``np.add.reduceat`` along the rows, and the same floats as the
-            # per-row ``mean`` this replaced.
+            # A sum per row over its contiguous slice (then divided, as ``mean`` does): faster here
+            # than ``np.add.reduceat`` along the rows, and the same floats as a per-row ``mean``.
             start = 0
             sums = out[first : first + len(batch)]
             for row, count in enumerate(counts.tolist()):

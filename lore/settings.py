@@ -34,7 +34,9 @@ DEFAULT_SYNC_PUSH_ATTEMPTS = 16
 CAPTURE_METHODS = ("heuristic", "llm")
 REFRESH_POLICIES = ("refresh", "warn", "ignore")
 HOOK_GAPS = ("nothing", "line")
-HOOK_COLD_MODES = ("lexical", "full", "off")
+HOOK_COLD_MODES = ("light", "full", "off")
+# "lexical" named the light path while it ran BM25 alone; a value users may have set, still read.
+HOOK_COLD_ALIASES = {"lexical": "light"}
 _ON = ("on", "1", "true", "yes")
 _OFF = ("off", "0", "false", "no")
 # `lore server disable` speaks of disabling; the variable accepts the words too.
@@ -59,7 +61,7 @@ class Settings(NamedTuple):
     hook_gap: str = "nothing"  # LORE_HOOK_GAP: nothing | line
     hook_handoff: bool = False  # LORE_HOOK_HANDOFF
     hook_refresh: str = "ignore"  # LORE_HOOK_REFRESH: ignore | warn | refresh (answered as warn)
-    hook_cold: str = "lexical"  # LORE_HOOK_COLD: lexical | full | off (a prompt no warm helper answers)
+    hook_cold: str = "light"  # LORE_HOOK_COLD: light | full | off (a prompt no warm helper answers)
     server: bool | None = None  # LORE_SERVER; None: unset (`lore server enable/disable` decides)
     server_max_rss_mb: float = DEFAULT_SERVER_MAX_RSS_MB  # LORE_SERVER_MAX_RSS_MB (at least 32)
     capture: bool | None = None  # LORE_CAPTURE; None: unset (the hook's --capture decides), off wins over it
@@ -82,10 +84,12 @@ class Settings(NamedTuple):
             value = env.get(name, "").strip()
             return value or None
 
-        def choice(name: str, allowed: tuple[str, ...], default: str) -> str:
+        def choice(name: str, allowed: tuple[str, ...], default: str, aliases: Mapping[str, str] | None = None) -> str:
             value = text(name)
             if value is None:
                 return default
+            if aliases and value.lower() in aliases:
+                return aliases[value.lower()]
             if value.lower() not in allowed:
                 if name == "LORE_INDEX_REFRESH":  # worded as it always was (`lore search` tests it)
                     raise UsageError(f"LORE_INDEX_REFRESH={value.lower()!r} is not a policy", hint="use " + ", ".join(allowed))
@@ -134,7 +138,7 @@ class Settings(NamedTuple):
             hook_gap=choice("LORE_HOOK_GAP", HOOK_GAPS, "nothing"),
             hook_handoff=switch("LORE_HOOK_HANDOFF", False),
             hook_refresh=choice("LORE_HOOK_REFRESH", REFRESH_POLICIES, "ignore"),
-            hook_cold=choice("LORE_HOOK_COLD", HOOK_COLD_MODES, "lexical"),
+            hook_cold=choice("LORE_HOOK_COLD", HOOK_COLD_MODES, "light", HOOK_COLD_ALIASES),
             server=None if server is None else switch("LORE_SERVER", True, _SERVER_ON, _SERVER_OFF),
             server_max_rss_mb=max(MIN_SERVER_MAX_RSS_MB,
                                   number("LORE_SERVER_MAX_RSS_MB", DEFAULT_SERVER_MAX_RSS_MB, 0, integer=False)),

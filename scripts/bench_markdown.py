@@ -12,7 +12,7 @@ from typing import Any
 
 LABELS = {"textbook": "textbook BM25", "grep": "grep -il", "bm25": "lore BM25 channel alone",
           "vector": "lore vector channel alone", "hyde": "lore HyDE channel alone", "default": "**lore defaults**",
-          "cold": "lore prompt hook, cold lexical path"}  # fmt: skip
+          "cold": "lore prompt hook, cold path (BM25 reranked)"}  # fmt: skip
 SET_TITLES = {"scifact": "BEIR SciFact (5,183 abstracts; 300 test queries)",
               "knownitem": "known-item questions over 5,000 git commits (47 answerable + 21 unanswerable test questions)",
               "memory": "memory regime: 8,000 short git memories, coding-agent prompts (140 + 39 test)",

@@ -1,4 +1,4 @@
-"""The prompt hook's cold lexical path: numpy's BM25 scores without numpy, the pipeline's answer, nothing on damage."""
+"""The prompt hook's light path (BM25 alone here): numpy's BM25 scores without numpy, the pipeline's answer, nothing on damage."""
 
 from __future__ import annotations
 
@@ -113,13 +113,13 @@ def assert_same_channel(numpy_reader: IndexReader, cold_reader: ColdReader, quer
 
 
 def assert_same_answers(numpy_reader: IndexReader, cold_reader: ColdReader, queries: list[str], project: str | None) -> int:
-    """The cold answer against ``pipeline.run`` with the hook's options, lexical-only. Returns how many had hits."""
+    """The cold answer against ``pipeline.run`` with the hook's options, BM25 alone. Returns how many had hits."""
     with_hits = 0
     for query in queries:
         options = cold.hook_options(project, NOW)
         want = run(numpy_reader, query, options, encode=None, access={})
         try:
-            got = cold.lexical_run(cold_reader, query, cold.hook_options(project, NOW), access={})
+            got = cold.run_cold(cold_reader, query, cold.hook_options(project, NOW), access={})
         except cold.Declined:
             continue
         assert [h.id for h in got.hits] == [h.id for h in want.hits], query
@@ -140,13 +140,13 @@ def test_cold_scores_are_the_numpy_channels_with_a_delta_segment(delta_store: Lo
                                                     "redis eviction", "incident 0 involving kafka"])  # fmt: skip
 
 
-def test_cold_answer_is_the_lexical_pipelines_on_the_demo_data(demo_index: tuple[IndexReader, ColdReader]) -> None:
+def test_cold_answer_is_the_bm25_pipelines_on_the_demo_data(demo_index: tuple[IndexReader, ColdReader]) -> None:
     questions = demo_questions()
     assert assert_same_answers(*demo_index, questions, None) >= 10
     assert_same_answers(*demo_index, questions[:30], "lore")  # the project boost applies alike
 
 
-def test_cold_answer_is_the_lexical_pipelines_with_a_delta_segment(delta_store: Locations) -> None:
+def test_cold_answer_is_the_bm25_pipelines_with_a_delta_segment(delta_store: Locations) -> None:
     numpy_reader, cold_reader = readers(delta_store)
     assert_same_answers(numpy_reader, cold_reader, [*EXTRA, "decision pgbouncer transaction mode", "queues incident 41",
                                                     "redis cache eviction incident"], "p")  # fmt: skip
@@ -158,10 +158,10 @@ def test_quoted_phrases_are_a_hint_on_the_prompt_path_and_a_filter_only_when_ask
     # filter, and a title spelled differently got nothing); only `lore search` filters, and
     # that needs Whoosh's positions, so the cold path leaves it to the whole pipeline.
     quoted, plain = 'what did we decide about "connection pooling"', "what did we decide about connection pooling"
-    hint = cold.lexical_run(demo_index[1], quoted, cold.hook_options(None, NOW))
-    assert [h.id for h in hint.hits] == [h.id for h in cold.lexical_run(demo_index[1], plain, cold.hook_options(None, NOW)).hits]
+    hint = cold.run_cold(demo_index[1], quoted, cold.hook_options(None, NOW))
+    assert [h.id for h in hint.hits] == [h.id for h in cold.run_cold(demo_index[1], plain, cold.hook_options(None, NOW)).hits]
     with pytest.raises(cold.Declined):
-        cold.lexical_run(demo_index[1], quoted, cold.hook_options(None, NOW)._replace(phrases="filter"))
+        cold.run_cold(demo_index[1], quoted, cold.hook_options(None, NOW)._replace(phrases="filter"))
 
 
 # -- the hook, in a fresh interpreter ----------------------------------------------------------
@@ -295,7 +295,7 @@ def test_a_young_store_is_answered_by_the_whole_pipeline(indexed: Path) -> None:
     reader = cold.open_reader(locations)
     assert 0 < len(reader.bm25.scores(unique_terms(prompt))) < cold.MIN_CANDIDATES
     with pytest.raises(cold.Declined):
-        cold.lexical_run(reader, prompt, cold.hook_options(None, NOW))
+        cold.run_cold(reader, prompt, cold.hook_options(None, NOW))
     reader.close()
     assert cold_context_for_prompt(prompt, None, 1500, locations) is None
     result = hook_in_fresh_interpreter(prompt)

@@ -146,13 +146,13 @@ def assert_warm_cosines(locations: Locations, queries: list[str]) -> int:
     compared = 0
     for query in queries:
         try:
-            reranked = cold.lexical_run(cold_reader, query, cold.hook_options(None, NOW, channels=cold.RERANKED))
+            reranked = cold.run_cold(cold_reader, query, cold.hook_options(None, NOW, channels=cold.RERANKED))
         except cold.Declined:
             continue
         warm = run(reader, query, cold.hook_options(None, NOW, channels=CHANNELS), encode=encode, access={})
         assert reranked.channels_used == ("bm25", "vector")
         # The vector channel ranks BM25's candidates only: it adds none, and each hit keeps its BM25 score.
-        plain = cold.lexical_run(cold_reader, query, cold.hook_options(None, NOW))
+        plain = cold.run_cold(cold_reader, query, cold.hook_options(None, NOW))
         assert plain.channels_used == ("bm25",)
         lexical = {h.id: h.channel_scores.get("bm25") for h in plain.hits}
         for hit in reranked.hits:
@@ -208,7 +208,7 @@ from lore.paths import Locations
 from lore.rank import cold
 from lore.settings import Settings
 reader = cold.open_reader(Locations.resolve(Path(sys.argv[1]), None, Settings.from_env()))
-response = cold.lexical_run(reader, sys.argv[2], cold.hook_options(None, 2e9, channels=cold.RERANKED))
+response = cold.run_cold(reader, sys.argv[2], cold.hook_options(None, 2e9, channels=cold.RERANKED))
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"numpy", "tokenizers", "model2vec"})
 avoidable = sorted(m for m in ("hashlib", "statistics", "tempfile", "lore.index.delta", "lore.index.build")
                    if m in sys.modules)

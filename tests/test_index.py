@@ -46,7 +46,7 @@ def search_ids(mgr: IndexManager, text: str) -> list[str]:
     """Records the BM25 channel finds for a one-word query; the phrase matcher must find the same."""
     reader, _ = mgr.open(policy="ignore")
     ids = [reader.table.ids[row] for row, _ in reader.bm25.search(analysis.unique_terms(text), 100_000)]
-    assert sorted(ids) == sorted(reader.lexical.matching([text]) or [])
+    assert sorted(ids) == sorted(reader.phrases.matching([text]) or [])
     return ids
 
 

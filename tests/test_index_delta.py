@@ -158,7 +158,7 @@ def phrase_matches(locations: Locations) -> dict[str, list[str]]:
     mgr = IndexManager(locations)
     reader, _ = mgr.open(policy="ignore")
     try:
-        return {phrase: sorted(reader.lexical.matching([phrase]) or []) for phrase in PHRASES}
+        return {phrase: sorted(reader.phrases.matching([phrase]) or []) for phrase in PHRASES}
     finally:
         reader.close()
 

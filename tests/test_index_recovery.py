@@ -290,7 +290,7 @@ def test_a_reader_whose_generation_was_replaced_does_not_mark_the_new_one(built:
     reader, _ = mgr.open()
     assert cli("index", "--rebuild").exit_code == 0  # "another process": the old generation is gone
     with pytest.raises(IndexDamagedError) as caught:
-        reader.lexical.matching(["background jobs"])  # a quoted phrase reads the term sequence
+        reader.phrases.matching(["background jobs"])  # a quoted phrase reads the term sequence
     assert caught.value.replaced and "changed while it was being read" in caught.value.message
     assert mgr.read_meta() is not None and mgr.status().stale is False
 

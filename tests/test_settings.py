@@ -42,12 +42,21 @@ def test_values_are_parsed_as_the_surfaces_always_read_them() -> None:
     ("LORE_HOOK_REFRESH", "always"), ("LORE_SERVER", "sometimes"), ("LORE_SERVER_MAX_RSS_MB", "big"),
     ("LORE_SERVER_MAX_RSS_MB", "inf"), ("LORE_INDEX_REFRESH", "bogus"), ("LORE_CAPTURE", "sometimes"),
     ("LORE_CAPTURE_METHOD", "magic"), ("LORE_CAPTURE_LLM_BUDGET", "many"), ("LORE_CAPTURE_LLM_TIMEOUT", "0.5"),
-    ("LORE_SYNC_PUSH_ATTEMPTS", "0"), ("LORE_SYNC_PUSH_ATTEMPTS", "few"),
+    ("LORE_SYNC_PUSH_ATTEMPTS", "0"), ("LORE_SYNC_PUSH_ATTEMPTS", "few"), ("LORE_HOOK_COLD", "bm25"),
 ])  # fmt: skip
 def test_a_bad_value_is_a_usage_error_naming_the_variable(name: str, value: str) -> None:
     with pytest.raises(UsageError) as raised:
         Settings.from_env({name: value})
     assert raised.value.message.startswith(f"{name}={value!r} is not")
+
+
+def test_the_cold_hook_mode_keeps_its_old_name_as_an_alias() -> None:
+    assert Settings().hook_cold == "light"
+    assert [Settings.from_env({"LORE_HOOK_COLD": v}).hook_cold for v in ("light", "Lexical", "full", "off")] == [
+        "light", "light", "full", "off"]  # fmt: skip
+    with pytest.raises(UsageError) as raised:
+        Settings.from_env({"LORE_HOOK_COLD": "bm25"})
+    assert "light, full, off" in raised.value.message + str(raised.value.hint)
 
 
 def test_capture_settings_are_read_and_checked_once() -> None:

@@ -5,8 +5,9 @@ must inject nothing rather than noise. Whatever happens it exits 0 and prints
 either one valid hook JSON object or nothing; failures go to a log file.
 
 Order of work: read stdin -> cheap refusals (disabled, trivial prompt) -> ask the
-warm helper if one is running -> otherwise search in-process under a hard
-deadline (lexical-only past the soft deadline, nothing past the hard one).
+warm helper if one is running -> otherwise the light path without numpy
+(``LORE_HOOK_COLD``, ``lore.rank.cold``), or the whole pipeline in process under a hard
+deadline (BM25 alone past the soft deadline, nothing past the hard one).
 This module imports only the standard library until it has to search.
 """
 
@@ -401,7 +402,7 @@ def _in_process(prompt: str, cwd: str | None, budget: int, started: float, deadl
                                 f"({found[1].data_dir}); run `lore index`")  # fmt: skip
     result: dict[str, Any] = {}
     total = deadline - started
-    soft = deadline - vector_cost_estimate(found[1].records)  # past this, skip the vector channels: lexical-only
+    soft = deadline - vector_cost_estimate(found[1].records)  # past this, skip the vector channels: BM25 alone
 
     def work() -> None:
         try:
@@ -512,7 +513,7 @@ def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> i
             if found is None:
                 spawn_for = locations  # a helper for the next prompt, once this one is answered
                 route = "cold"
-                # LORE_HOOK_COLD: a numpy-free lexical answer (lore.rank.cold), or the full pipeline, or nothing.
+                # LORE_HOOK_COLD: the numpy-free light path (lore.rank.cold), or the full pipeline, or nothing.
                 found = cold_context_for_prompt(prompt, cwd, budget, locations, mode=settings.hook_cold, seen=before[0],
                                                 pointed=before[1], gap_line=settings.hook_gap == "line",
                                                 deadline=deadline, log=log_failure)  # fmt: skip

@@ -71,10 +71,10 @@ def prompt_policy(policy: str) -> str:
 
 
 def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations: Locations, *,
-                            mode: str = "lexical", gap_line: bool = False, seen: tuple[str, ...] = (),
+                            mode: str = "light", gap_line: bool = False, seen: tuple[str, ...] = (),
                             pointed: tuple[str, ...] = (), deadline: float | None = None,
                             log: Callable[[str, str], None] | None = None) -> Handed | None:  # fmt: skip
-    """The hook's block for ``prompt`` from the cold lexical path (``lore.rank.cold``), and its ids; None: the full pipeline answers.
+    """The hook's block for ``prompt`` from the light path (``lore.rank.cold``), and its ids; None: the full pipeline answers.
 
     ``NOTHING`` when there is nothing to inject (the injection decision says no,
     ``LORE_HOOK_COLD=off``, or the hard ``deadline`` passed). Errors propagate: the
@@ -88,7 +88,7 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
     from lore.project import detect_project
     from lore.rank import access as access_log
     from lore.rank import null
-    from lore.rank.cold import RERANKED, Declined, hook_options, lexical_run, open_reader
+    from lore.rank.cold import RERANKED, Declined, hook_options, open_reader, run_cold
     from lore.rank.query import scrub_query
 
     reader = open_reader(locations)
@@ -99,7 +99,7 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
         options = hook_options(project, now, channels=RERANKED)
         stats = access_log.load_stats(locations.access_log)
         try:
-            response = lexical_run(reader, scrubbed.text, options, access=stats)
+            response = run_cold(reader, scrubbed.text, options, access=stats)
         except Declined:
             return None
         access_log.log_response(locations.access_log, response, stats, now)
@@ -107,7 +107,7 @@ def cold_context_for_prompt(prompt: str, cwd: str | None, budget: int, locations
                           pointed=pointed, null=null.load(reader.directory))  # fmt: skip
         if deadline is not None and time.monotonic() > deadline:
             if log is not None:
-                log("deadline", "cold lexical answer past the hook's deadline; injected nothing")
+                log("deadline", "light cold answer past the hook's deadline; injected nothing")
             return NOTHING
         return _handed(block)
     finally:

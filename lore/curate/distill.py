@@ -132,8 +132,8 @@ def distill_failures(store: Store, now: datetime | None = None, *, dry_run: bool
                 created.append(Record(kind="lesson", id="(new)", raw=raw))
                 continue
             pending.append((raw, failures))
-        # One write for every new lesson: patterns.yaml is rewritten whole on each add, which made a
-        # backfill of 143 transcripts spend 4.9 s of its 14 s here (cProfile), growing with the file.
+        # One write for every new lesson: patterns.yaml is rewritten whole on each add, so a write per
+        # lesson made a backfill's time grow with the file.
         for lesson, (_, failures) in zip(store.add_many([("lesson", raw) for raw, _ in pending], op="distill"),
                                          pending, strict=True):  # fmt: skip
             created.append(lesson)

@@ -1,4 +1,4 @@
-"""Reflection (RFC-0011): a belief synthesized from recent memories, stored so it can be searched and audited.
+"""Reflection: a belief synthesized from recent memories, stored so it can be searched and audited.
 
 The store has no reflection kind, so a reflection is an observation with
 ``type: reflection`` and the ``reflection`` tag; ``derived_from`` edges (reflection ->

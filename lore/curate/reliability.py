@@ -1,4 +1,4 @@
-"""Pattern reliability (RFC-0011's skills): outcome counts, a confidence that follows them, pruning.
+"""Pattern reliability: outcome counts, a confidence that follows them, pruning.
 
 The rule: a pattern's confidence is the mean of a Beta distribution over "this pattern
 works". Its prior is the confidence the pattern had before its first recorded outcome,

@@ -473,9 +473,8 @@ class Bm25Index:
 
         Terms are analysed ones (``analysis.terms``: stopwords and one-letter words are not
         counted, so "the cause of the bug" holds "cause bug"). A phrase never spans two fields.
-        Costs one comparison over the term sequence (0.9 million terms at 10k git commits,
-        3.4 million at 50k; the file is only read by quoted-phrase queries) plus a check per
-        occurrence of the phrase's rarest term: 0.67 ms per phrase at 10k (median of 200).
+        Costs one comparison over the term sequence (the file is only read by quoted-phrase
+        queries) plus a check per occurrence of the phrase's rarest term.
         """
         import numpy as np
 

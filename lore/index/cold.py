@@ -1,16 +1,17 @@
 """The BM25 channel without numpy: what the prompt hook reads when no warm helper answers.
 
-A cold ``lore hook prompt`` that imports numpy (about 100 ms here) or loads the
-query encoder's tokenizer (55-105 ms) cannot answer within 120 ms at 10k records.
-This module reads the very files ``lore.index.bm25.Bm25Index`` reads (the sorted
+A cold ``lore hook prompt`` that imports numpy or loads the query encoder's
+tokenizer cannot answer within 120 ms at 10k records (docs/index.md, "The cold
+prompt hook"). This module reads the very files ``lore.index.bm25.Bm25Index`` reads (the sorted
 vocabulary, the postings and the row lengths: ``.npy`` files whose headers are
 parsed here and whose data are viewed through ``mmap`` and ``memoryview.cast``;
 a delta segment's forward counts from its ``.npz``) and computes the same scores
 with the same formula (``scoring.impact``, ``scoring.idf_value``) in the same order of
 floating-point operations, so they are bit for bit the numpy channel's.
 
-``ColdReader`` is an ``IndexReader`` whose ``bm25`` is this one and which has no
-vectors; everything else (the table, the delta's dead rows, the graph, the checks
+``ColdReader`` is an ``IndexReader`` whose ``bm25`` is this one and which loads no
+numpy vectors (``has_vectors`` is False): the vector channel over BM25's candidates
+reads their rows through ``lore.index.cold_vectors``; everything else (the table, the delta's dead rows, the graph, the checks
 of ``load``) is the reader's own. Any file that does not look as expected raises
 ``IndexFileError``; the hook then injects nothing.
 """
@@ -305,7 +306,7 @@ class ColdBm25:
 
 
 class ColdReader(IndexReader):
-    """An ``IndexReader`` (table, delta rows, graph, checks) whose BM25 is ``ColdBm25`` and which has no vectors."""
+    """An ``IndexReader`` (table, delta rows, graph, checks) whose BM25 is ``ColdBm25``; vectors only through ``cold_vectors``."""
 
     numpy_free = True  # the pipeline retrieves with its sparse backend (lore.rank.retrieval.Sparse)
 

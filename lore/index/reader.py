@@ -186,8 +186,8 @@ class IndexReader:
         return self._table
 
     @property
-    def lexical(self) -> PhraseMatcher:
-        """What answers quoted phrases (the positions the BM25 index keeps; Whoosh's job before)."""
+    def phrases(self) -> PhraseMatcher:
+        """What answers quoted phrases: the BM25 index's term sequence (Whoosh's job before index format 11)."""
         return PhraseMatcher(self)
 
     @property

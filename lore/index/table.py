@@ -84,10 +84,8 @@ def lexical_fields(record: Record) -> tuple[str, str]:
 
     "All" means every text field of the stored record (rationale, alternatives,
     entities, problem, fix, next steps...), not only the ones a result shows: a
-    lexical channel that saw only title and body scored 9-14 points under a
-    textbook BM25 over all of a record's text on independent questions, and
-    adding the demo decisions' ``entities`` lifted its demo dev MRR@10 from
-    0.770 to 0.811 (docs/search.md, "The lexical channel").
+    channel that saw only title and body lost to a textbook BM25 over all of a
+    record's text (docs/search.md, "The lexical channel").
     """
     title = record.fields()["title"]
     parts: list[str] = []

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-# Every cold prompt and every `lore search` reads the whole log, with the standard library's
-# parser (the cold hook imports no orjson). At the old 4 MiB cap a busy user's log held some
-# 15,000 lines before it was compacted: ~0.4 s on every cold prompt. At 64 KiB it holds at
-# most ~300 lines beside the one compacted line. The queries in the lines are read by nothing.
+# Every cold prompt and every `lore search` reads the whole log (with the standard library's
+# parser: the cold hook imports no orjson), so it is compacted small: a few hundred lines beside
+# the one compacted line. The queries in the lines are read by nothing.
 MAX_BYTES = 64 * 1024
 
 

@@ -28,9 +28,8 @@ from lore.rank.stages import Candidate
 
 
 class GapSettings(NamedTuple):
-    # The floor and the unknown-word share together flag the most unanswerable dev
-    # questions (mean over the known-item, memory and demo sets: 39%) while flagging
-    # at most 5% of the answerable ones on each set (0%, 4.8%, 2.2%).
+    # The floor and the unknown-word share together flag the most unanswerable dev questions
+    # while flagging at most 5% of the answerable ones on each set (docs/search.md, "Evidence gap").
     min_cosine: float = 0.25
     rescue_z: float = 3.0
     # Among n candidates the best z-score attainable is sqrt(n - 1) (every other one
@@ -46,8 +45,8 @@ class GapSettings(NamedTuple):
     # contains (a likely typo of a stored word does not count: see
     # pipeline._unknown_share). When at least this share of the query's terms is
     # unknown to the store, that is a gap whatever the cosine says: one unknown
-    # term in four. (One in eight, 0.12, flagged 20% of the memory set's answerable
-    # dev questions: people describe a change in words its record does not use.)
+    # term in four (fewer flags answerable questions: people describe a change in
+    # words its record does not use).
     # Only in stores of at least unknown_min_records: a small store's vocabulary is
     # too narrow for an unseen word to mean anything.
     max_unknown_share: float = 0.25

@@ -153,9 +153,9 @@ class InjectSettings(NamedTuple):
     # best candidates always come (``asked_pointer_threshold``), the first in full from this gate
     # on; a block without a full item carries the gap line. The highest threshold that leaves at
     # most 10% of the answerable dev questions of the demo, memory and known-item sets without a
-    # full item (0%, 9%, 2%; it marks 45%, 22%, 38% of their unanswerable ones a gap;
-    # scripts/asked_threshold.py). A store of under ``YOUNG_STORE_RECORDS`` records follows the
-    # search's evidence-gap verdict instead (``context.decide``).
+    # full item (scripts/asked_threshold.py; docs/search.md, "Where someone asks"). A store of
+    # under ``YOUNG_STORE_RECORDS`` records follows the search's evidence-gap verdict instead
+    # (``context.decide``).
     asked_gate_threshold: float = 0.07
     # A memory injected earlier in the session comes again only as the first hit of a
     # prompt whose gate is at least this sure: the agent already has it in its context.

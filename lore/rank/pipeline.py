@@ -5,7 +5,7 @@
 the index through its reader. It is one pipeline with two retrieval backends
 (``lore.rank.retrieval``), chosen by the reader: the full ``IndexReader`` (numpy:
 BM25 over every row, phrases, vectors, HyDE) or the prompt hook's numpy-free
-``ColdReader`` (BM25's sparse scores in pure Python). Everything else, from the
+``ColdReader`` (BM25's sparse scores and its candidates' cosines, in pure Python). Everything else, from the
 row filter to the response, is the same code for both; this module imports no
 numpy at its top (only MMR over vectors does, inside ``finish``).
 """
@@ -250,7 +250,7 @@ def run(
 
     The channels come from the retrieval backend for what ``reader`` loaded
     (``lore.rank.retrieval``: numpy arrays and vectors, or the cold reader's sparse
-    BM25); every other step is this function's, whichever it is. A ``ColdReader``
+    BM25 and the vector channel over its candidates); every other step is this function's, whichever it is. A ``ColdReader``
     may raise ``retrieval.Declined``.
     """
     warnings: list[str] = []

@@ -9,10 +9,12 @@ index reader it is given, and ``backend`` picks it by what that reader loaded:
   query encoder, the record vectors, vector feedback), the graph channel.
 * ``Sparse``, over the prompt hook's ``ColdReader`` (``lore.index.cold``, which sets
   ``numpy_free``): BM25 scores of the rows that match, in pure Python and bit for
-  bit the dense ones, and the graph channel; no vectors, no term positions, and
-  neither numpy nor the tokenizer is imported. It declines (``Declined``) what it
-  cannot judge as the full reader would: a phrase filter, and fewer than three BM25
-  candidates; its caller then asks the full reader.
+  bit the dense ones; the vector channel over BM25's candidates only (their cosines
+  by ``lore.index.cold_vectors``, the dense channel's to 1e-6; no HyDE); the graph
+  channel. No term positions, and neither numpy nor the tokenizer is imported. It
+  declines (``Declined``) what it cannot judge as the full reader would: a phrase
+  filter, the query language, and fewer than three BM25 candidates; its caller then
+  asks the full reader.
 
 Both hand the pipeline the same things: each channel's ranking (ids, best first),
 the scores of its candidates, and for score fusion its score of any row (a numpy
@@ -45,7 +47,7 @@ MIN_CANDIDATES = 3  # what gap.lexical_standout needs to measure a lead
 
 
 class Declined(Exception):
-    """The sparse backend cannot answer as the full reader would: a phrase filter (term positions), or too few BM25 candidates to judge a gap without vectors."""
+    """The sparse backend cannot answer as the full reader would: a phrase filter (term positions), the query language, or too few BM25 candidates to judge a gap."""
 
 
 class Retrieval:
@@ -121,8 +123,8 @@ class Dense(Retrieval):
         table = self.reader.table
         phrases = quoted_phrases(query) if self.opts.phrases == "filter" else []
         if phrases:
-            # Quoted phrases need term positions: the BM25 index's term sequence (``IndexReader.lexical``).
-            matching = self.reader.lexical.matching(phrases)
+            # Quoted phrases need term positions: the BM25 index's term sequence (``IndexReader.phrases``).
+            matching = self.reader.phrases.matching(phrases)
             if matching is not None:
                 prior = allowed if allowed is not None else [True] * len(table)
                 narrowed = [ok and table.ids[row] in matching for row, ok in enumerate(prior)]
@@ -240,7 +242,7 @@ class _Sparse(dict[int, float]):
 
 
 class Sparse(Retrieval):
-    """The cold reader's channels, in pure Python: BM25 over the rows that match, and the graph."""
+    """The cold reader's channels, in pure Python: BM25 over the rows that match, the vector channel over its candidates, the graph."""
 
     reader: ColdReader
 
@@ -263,7 +265,7 @@ class Sparse(Retrieval):
             # The lexical gap rule cannot call a match a standout among fewer than three
             # candidates (gap.lexical_standout): a young store, or a prompt matching almost
             # nothing, would always get a gap. The full reader judges those.
-            raise Declined("fewer than three lexical candidates")
+            raise Declined("fewer than three BM25 candidates")
         self.bm25_rows = [row for row, _ in best]
         return self._keep_bm25(lexical, best)
 

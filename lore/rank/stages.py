@@ -154,9 +154,8 @@ def candidate_at(reader: IndexReader, row: int) -> Candidate:
     )  # fmt: skip
 
 
-# The settings and the query context are NamedTuples, not dataclasses: each frozen dataclass
-# costs ~1 ms to create at import, and the prompt hook's cold path imports these modules
-# on every prompt (eight such classes converted: ~6 ms of the cold hook at 10k records).
+# The settings and the query context are NamedTuples, not dataclasses: creating a frozen
+# dataclass at import is slow, and the prompt hook's cold path imports these modules on every prompt.
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
