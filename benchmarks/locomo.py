@@ -267,7 +267,7 @@ def run(data: Locomo, work: Path, progress: Callable[[str], None]) -> dict[str, 
 # beside them). Two ways to rank sessions, two scopes, two systems:
 SESSION_UNITS = {
     "session": "a record per session",
-    "turn": "a record per turn, each session at its best turn",
+    "turn": "a record per turn, each session ranked at its best turn",
 }
 SESSION_SCOPES = {
     "conversation": "each conversation its own store",
