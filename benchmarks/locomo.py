@@ -33,6 +33,12 @@ category, questions alternate dev, test, dev, ... in the file's order, so every
 conversation and category is split in halves (dev gets the odd one); a question
 left with no evidence takes no place in the alternation. No default
 was chosen on LoCoMo; none may be chosen on its test half.
+
+**Sessions.** Beside the turn-level matrix, :func:`run_sessions` scores the protocols
+agent-memory projects publish, with the session as the unit: every question whose
+evidence names a turn (adversarial ones included), sessions ranked as one record each or
+at their best turn, each conversation its own store or all ten in one
+(docs/evaluation.md, "LoCoMo with the session as the unit").
 """
 
 from __future__ import annotations
