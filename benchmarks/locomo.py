@@ -33,6 +33,12 @@ category, questions alternate dev, test, dev, ... in the file's order, so every
 conversation and category is split in halves (dev gets the odd one); a question
 left with no evidence takes no place in the alternation. No default
 was chosen on LoCoMo; none may be chosen on its test half.
+
+**Sessions.** Beside the turn-level matrix, :func:`run_sessions` scores the protocols
+agent-memory projects publish, with the session as the unit: every question whose
+evidence names a turn (adversarial ones included), sessions ranked as one record each or
+at their best turn, each conversation its own store or all ten in one
+(docs/evaluation.md, "LoCoMo with the session as the unit").
 """
 
 from __future__ import annotations
@@ -136,13 +142,43 @@ def evidence_ids(value: str) -> tuple[list[str], bool]:
     return found, found != [value.strip()]
 
 
+def session_key(sample_id: str, number: int) -> str:
+    """A session's name, unique across the ten conversations (``conv-26:S3``)."""
+    return f"{sample_id}:S{number}"
+
+
+def session_raw(sample_id: str, number: int, turns: list[dict[str, Any]], when: datetime,
+                speakers: tuple[str, str]) -> dict[str, Any]:  # fmt: skip
+    """One session as one record: who talked when as the title, every turn (and photo caption) a line below it."""
+    date = f"{when.day} {when:%B %Y}"
+    title = f"{speakers[0]} and {speakers[1]} ({date}), session {number}"
+    lines = []
+    for turn in turns:
+        speaker = str(turn.get("speaker") or "").strip()
+        lines.append(f"{speaker}: {' '.join(str(turn.get('text') or '').split())}")
+        caption = " ".join(str(turn.get("blip_caption") or "").split())
+        if caption:
+            lines.append(f"{speaker} shared {caption}.")
+    return corpora.decision_raw(record_id(sample_id, f"session_{number}"), when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                title, "\n".join(lines))  # fmt: skip
+
+
 @dataclass
 class Locomo:
-    """The parsed set: one EvalSet per conversation, each question's category, and what was repaired."""
+    """The parsed set: one EvalSet per conversation, each question's category, and what was repaired.
+
+    For the session-level protocols (:func:`run_sessions`): each conversation's sessions as
+    records (``session_raws``, parallel to ``conversations``), the session every turn and
+    session record belongs to (``session_of``), and the evidence sessions of every question
+    whose evidence names a turn, adversarial ones included (``session_qrels``).
+    """
 
     conversations: list[EvalSet]
     category: dict[str, int]  # qid -> 1..5
     counts: dict[str, int] = field(default_factory=dict)
+    session_raws: list[list[dict[str, Any]]] = field(default_factory=list)
+    session_of: dict[str, str] = field(default_factory=dict)  # record id (turn or session) -> session key
+    session_qrels: dict[str, frozenset[str]] = field(default_factory=dict)  # qid -> evidence session keys
 
     def group_of(self) -> dict[str, str]:
         return {qid: f"{c} {CATEGORIES[c]}" for qid, c in self.category.items()}
@@ -152,18 +188,25 @@ def parse(samples: list[dict[str, Any]]) -> Locomo:
     """Every conversation as a store with its questions, split and evidence (see the module docstring)."""
     counts: Counter[str] = Counter()
     category: dict[str, int] = {}
-    conversations = []
+    conversations, all_session_raws = [], []
+    session_of: dict[str, str] = {}
+    session_qrels: dict[str, frozenset[str]] = {}
     for sample in samples:
         sample_id = str(sample["sample_id"])
         conversation = sample["conversation"]
-        raws, known = [], {}
+        speakers = (str(conversation.get("speaker_a") or ""), str(conversation.get("speaker_b") or ""))
+        raws, known, session_raws = [], {}, []
         sessions = sorted((int(m.group(1)), key) for key in conversation if (m := _SESSION.fullmatch(key)))
-        for _, key in sessions:
+        for number, key in sessions:
             when = session_time(str(conversation[f"{key}_date_time"]))
             for turn in conversation[key]:
                 raw = turn_raw(sample_id, turn, when)
                 known[str(turn["dia_id"])] = raw["id"]
+                session_of[raw["id"]] = session_key(sample_id, number)
                 raws.append(raw)
+            session = session_raw(sample_id, number, conversation[key], when, speakers)
+            session_of[session["id"]] = session_key(sample_id, number)
+            session_raws.append(session)
         questions, qrels, split = {}, {}, {}
         seen: Counter[int] = Counter()
         for position, qa in enumerate(sample.get("qa") or []):
@@ -171,6 +214,10 @@ def parse(samples: list[dict[str, Any]]) -> Locomo:
             qid = f"{sample_id}/q{position:03d}"
             counts["questions"] += 1
             counts["quoted_questions"] += '"' in str(qa["question"])
+            evidence_sessions = frozenset(session_of[known[dia]] for value in qa.get("evidence") or []
+                                          for dia in evidence_ids(str(value))[0] if dia in known)  # fmt: skip
+            if evidence_sessions:
+                session_qrels[qid] = evidence_sessions
             if cat != ADVERSARIAL:
                 relevant: dict[str, int] = {}
                 for value in qa.get("evidence") or []:
@@ -193,9 +240,12 @@ def parse(samples: list[dict[str, Any]]) -> Locomo:
         now = max(corpora.epoch(r["timestamp"]) for r in raws)
         conversations.append(EvalSet(f"locomo-{sample_id}", raws, questions, qrels, split, now, primary="R@5",
                                      hit_any=True))  # fmt: skip
+        all_session_raws.append(session_raws)
         counts["turns"] += len(raws)
+        counts["sessions"] += len(session_raws)
     counts["conversations"] = len(conversations)
-    return Locomo(conversations, category, dict(counts))
+    counts["session_questions"] = len(session_qrels)
+    return Locomo(conversations, category, dict(counts), all_session_raws, session_of, session_qrels)
 
 
 def load(cache: Path) -> Locomo:
@@ -206,10 +256,171 @@ SPLIT_RULE = "within each conversation and category, questions alternate dev, te
 
 
 def run(data: Locomo, work: Path, progress: Callable[[str], None]) -> dict[str, Any]:
-    """The matrix over the ten stores together, per category too, with what the data held and how it was split."""
+    """The matrix over the ten stores together, per category too, with what the data held and how it was split,
+    and the session-level protocols (``session_level``, :func:`run_sessions`)."""
     from benchmarks import matrix
 
     result = matrix.run_sets("locomo", data.conversations, work, progress=progress, groups=data.group_of())
     result["data"] = {"source": f"{MEMBER} of the PyPI wheel {PACKAGE}", "sha256": SHA256, "split": SPLIT_RULE,
                       **data.counts}  # fmt: skip
+    result["session_level"] = run_sessions(data, work, progress)
+    return result
+
+
+# -- the session-level protocols -----------------------------------------------------------
+# Agent-memory projects publish LoCoMo retrieval with the session as the unit: a question is
+# found when its evidence sessions are among the top k sessions (docs/evaluation.md sets lore
+# beside them). Two ways to rank sessions, two scopes, two systems:
+SESSION_UNITS = {
+    "session": "a record per session",
+    "turn": "a record per turn, each session ranked at its best turn",
+}
+SESSION_SCOPES = {
+    "conversation": "each conversation its own store",
+    "pooled": "all ten conversations in one store",
+}
+SESSION_SYSTEMS = ("textbook", "default")
+SESSION_MEASURES = ("any@5", "any@10", "share@5", "share@10", "all@5", "all@10")
+# Ranking sessions by their best turn needs more than 10 turns: this many are asked for (the library
+# API raises retrieval_limit to the limit, and so does this), and a ranking that still holds fewer
+# than 10 sessions is counted as short (JSON ``short``); docs/evaluation.md says why 50.
+TURN_DEPTH = 50
+ANSWERABLE = "categories 1-4"
+EVERY = "every question with evidence"
+
+
+def sessions_ranked(ranked_ids: list[str], session_of: dict[str, str], k: int = 10) -> list[str]:
+    """The first ``k`` distinct sessions of a ranking of records, each at its best-ranked record."""
+    sessions: list[str] = []
+    for rid in ranked_ids:
+        session = session_of[rid]
+        if session not in sessions:
+            sessions.append(session)
+            if len(sessions) == k:
+                break
+    return sessions
+
+
+def session_measures(sessions: list[str], evidence: frozenset[str]) -> dict[str, float]:
+    """One question's session-level figures: any@k (an evidence session in the top k), share@k (the share of
+    its evidence sessions in the top k: MemPalace's recall) and all@k (every one in the top k), k = 5 and 10."""
+    out: dict[str, float] = {}
+    for k in (5, 10):
+        found = len(evidence.intersection(sessions[:k]))
+        out[f"any@{k}"] = 1.0 if found else 0.0
+        out[f"share@{k}"] = found / len(evidence)
+        out[f"all@{k}"] = 1.0 if found == len(evidence) else 0.0
+    return out
+
+
+def _mean_measures(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {m: round(sum(r[m] for r in rows) / len(rows), 4) if rows else 0.0 for m in SESSION_MEASURES}
+
+
+def _session_stores(data: Locomo, scope: str, unit: str) -> list[tuple[EvalSet, list[str]]]:
+    """The stores of one scope and unit, each with the questions asked of it (an EvalSet holds the records)."""
+    stores = []
+    for conv, session_raws in zip(data.conversations, data.session_raws, strict=True):
+        raws = session_raws if unit == "session" else conv.raws
+        asked = [q for q in conv.questions if q in data.session_qrels]
+        stores.append((EvalSet(f"{conv.name}-{unit}s", raws, {q: conv.questions[q] for q in asked}, {}, {}, conv.now),
+                       asked))  # fmt: skip
+    if scope == "conversation":
+        return stores
+    pooled = EvalSet(f"locomo-pooled-{unit}s", [r for s, _ in stores for r in s.raws],
+                     {q: t for s, _ in stores for q, t in s.questions.items()}, {}, {}, max(s.now for s, _ in stores))  # fmt: skip
+    return [(pooled, [q for _, asked in stores for q in asked])]
+
+
+def _ask_store(evalset: EvalSet, asked: list[str], unit: str, work: Path, session_of: dict[str, str],
+               progress: Callable[[str], None]) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Build one store and rank every asked question's sessions with each system: system -> qid -> sessions, and times."""
+    import time
+
+    from benchmarks import matrix
+    from benchmarks.textbook import TextbookBM25
+
+    depth = 10 if unit == "session" else TURN_DEPTH
+    progress(f"{evalset.name}: building the index ({len(evalset.raws)} records)")
+    searcher = matrix.open_set(evalset, work)
+    out: dict[str, dict[str, Any]] = {s: {"ranked": {}, "times": []} for s in SESSION_SYSTEMS}
+    try:
+        textbook = TextbookBM25((rid, text) for rid, text, _ in matrix.store_texts(searcher))
+        options = matrix.options_for("default", evalset.now, limit=depth)
+        options = options._replace(retrieval_limit=max(options.retrieval_limit, depth))
+        progress(f"{evalset.name}: {len(asked)} questions, sessions ranked by {SESSION_UNITS[unit]}")
+        for qid in asked:
+            text = evalset.questions[qid]
+            for system in SESSION_SYSTEMS:
+                started = time.perf_counter()
+                if system == "textbook":
+                    ids = textbook.search(text, depth)
+                else:
+                    ids = [hit.id for hit in searcher.query(text, options).hits]
+                out[system]["times"].append((time.perf_counter() - started) * 1000)
+                out[system]["ranked"][qid] = sessions_ranked(ids, session_of)
+    finally:
+        import shutil
+
+        searcher.close()
+        shutil.rmtree(work / f"{evalset.name}-index", ignore_errors=True)
+        shutil.rmtree(work / f"{evalset.name}-data", ignore_errors=True)
+    return out
+
+
+def session_figures(ranked: dict[str, list[str]], qrels: dict[str, frozenset[str]], category: dict[str, int],
+                    available: dict[str, int]) -> dict[str, Any]:  # fmt: skip
+    """The session-level figures of one system over every question with evidence, over categories 1-4, and per category.
+
+    ``available``: how many sessions each question's store holds (a ranking shorter than 10
+    where the store holds more is counted as ``short``).
+    """
+    per = {q: session_measures(ranked.get(q, []), evidence) for q, evidence in qrels.items()}
+    answerable = [q for q in per if category[q] != ADVERSARIAL]
+    row: dict[str, Any] = {
+        EVERY: _mean_measures(list(per.values())),
+        ANSWERABLE: _mean_measures([per[q] for q in answerable]),
+        "categories": {f"{c} {name}": _mean_measures([per[q] for q in per if category[q] == c])
+                       for c, name in CATEGORIES.items() if any(category[q] == c for q in per)},
+        "short": sum(1 for q in qrels if len(ranked.get(q, [])) < min(10, available[q])),
+    }  # fmt: skip
+    return row
+
+
+def run_sessions(data: Locomo, work: Path, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The session-level protocols: every scope and unit, lore's defaults and the textbook BM25, over every question with evidence."""
+    import statistics
+    import time
+
+    from benchmarks.matrix import paired_margin
+
+    started = time.perf_counter()
+    qrels = data.session_qrels
+    result: dict[str, Any] = {
+        "questions": {EVERY: len(qrels), ANSWERABLE: sum(1 for q in qrels if data.category[q] != ADVERSARIAL)},
+        "sessions": len(set(data.session_of.values())), "turn_depth": TURN_DEPTH, "scopes": {},
+    }  # fmt: skip
+    for scope in SESSION_SCOPES:
+        result["scopes"][scope] = {}
+        for unit in SESSION_UNITS:
+            answers: dict[str, dict[str, Any]] = {s: {"ranked": {}, "times": []} for s in SESSION_SYSTEMS}
+            available: dict[str, int] = {}
+            for evalset, asked in _session_stores(data, scope, unit):
+                got = _ask_store(evalset, asked, unit, work, data.session_of, progress)
+                for system in SESSION_SYSTEMS:
+                    answers[system]["ranked"].update(got[system]["ranked"])
+                    answers[system]["times"].extend(got[system]["times"])
+                held = len({data.session_of[r["id"]] for r in evalset.raws})
+                available.update(dict.fromkeys(asked, held))
+            entry: dict[str, Any] = {"systems": {}}
+            for system in SESSION_SYSTEMS:
+                row = session_figures(answers[system]["ranked"], qrels, data.category, available)
+                row["query_ms_p50"] = round(statistics.median(answers[system]["times"]), 2)
+                entry["systems"][system] = row
+            ours, theirs = answers["default"]["ranked"], answers["textbook"]["ranked"]
+            entry["margins"] = {m: paired_margin([session_measures(ours.get(q, []), e)[m] for q, e in qrels.items()],
+                                                 [session_measures(theirs.get(q, []), e)[m] for q, e in qrels.items()])
+                                for m in ("any@5", "share@5")}  # fmt: skip
+            result["scopes"][scope][unit] = entry
+    result["seconds"] = round(time.perf_counter() - started, 1)
     return result

@@ -152,6 +152,44 @@ def data_caption(result: dict[str, Any]) -> str | None:
             f"evidence (not scored). Split: {data.get('split')}. Source: {data.get('source')}")
 
 
+SHORT_LABELS = {"textbook": "textbook", "default": "lore"}
+
+
+def session_table(result: dict[str, Any]) -> Table | None:
+    """LoCoMo with the session as the unit (benchmarks.locomo.run_sessions): every scope, unit and system."""
+    from benchmarks.locomo import ANSWERABLE, EVERY, SESSION_MEASURES, SESSION_SCOPES, SESSION_UNITS
+
+    sessions = result.get("session_level")
+    if not sessions:
+        return None
+    counts = sessions["questions"]
+    table = Table(title=f"LoCoMo-10 with the session as the unit: {counts[EVERY]:,} questions with evidence "
+                        f"({counts[ANSWERABLE]:,} of them in categories 1-4), {sessions['sessions']} sessions")  # fmt: skip
+    for column in ("store", "ranked by", "system", *SESSION_MEASURES, "1-4 any@5", "1-4 share@5"):
+        table.add_column(column, justify="left" if column in ("store", "ranked by", "system") else "right")
+    margins, short = [], []
+    for scope, units in sessions["scopes"].items():
+        for unit, entry in units.items():
+            for n, (system, row) in enumerate(entry["systems"].items()):
+                table.add_row(scope if n == 0 else "", unit if n == 0 else "", SHORT_LABELS.get(system, system),
+                              *(_f(row[EVERY][m]) for m in SESSION_MEASURES),
+                              _f(row[ANSWERABLE]["any@5"]), _f(row[ANSWERABLE]["share@5"]),
+                              end_section=n == len(entry["systems"]) - 1)  # fmt: skip
+                if row.get("short"):
+                    short.append(f"{scope}/{unit} {SHORT_LABELS.get(system, system)} {row['short']}")
+            shown = ", ".join(f"{m} {v['diff']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]" for m, v in entry["margins"].items())
+            margins.append(f"{scope}/{unit}: {shown}")
+    table.caption = (", ".join(f"{k}: {v}" for k, v in {**SESSION_SCOPES, **SESSION_UNITS}.items()) + "\n"
+                     "any@k: an evidence session in the top k sessions (recall_any@k); share@k: the share of the question's "
+                     "evidence sessions in the top k (MemPalace's recall); all@k: every one (recall_all@k). "
+                     "Every question with evidence, adversarial ones included; 1-4: categories 1-4 only\n"
+                     "lore defaults - textbook BM25 (95% paired bootstrap): " + "; ".join(margins) +
+                     (f"\nrankings holding fewer than 10 sessions (the textbook ranks only records sharing a word with the question; "
+                      f"best-turn rankings read {sessions['turn_depth']} turns): " + ", ".join(short)
+                      if short else ""))  # fmt: skip
+    return table
+
+
 def duplicates_table(result: dict[str, Any]) -> Table:
     table = Table(title=f"Duplicate detection: {result['pairs']} labelled pairs (dev {result['dev']}, test {result['test']})")
     for column in ("detector", "dev precision", "dev recall", "test precision", "test recall", "test paraphrase recall",
@@ -525,6 +563,9 @@ def render(results: dict[str, Any], console: Console | None = None) -> None:
         caption = data_caption(result)
         if caption:
             console.print(caption)
+        sessions = session_table(result)
+        if sessions is not None:
+            console.print(sessions)
     if results.get("stream"):
         for table in stream_tables(results["stream"]):
             console.print(table)

@@ -171,6 +171,13 @@ def test_the_matrix_on_a_small_locomo_shaped_set(tmp_path: Path) -> None:
     printed = console.export_text()
     assert "R@5 any" in printed and "by question category" in printed and "evidence gap flagged" in printed
     assert "5 malformed" not in printed and "10 malformed" in printed
+    # The session-level protocols ran beside: 8 questions with evidence a conversation (q006 has none, q009 only
+    # "D"), the two adversarial ones included.
+    sessions = result["session_level"]
+    assert sessions["questions"] == {locomo.EVERY: 16, locomo.ANSWERABLE: 12} and sessions["sessions"] == 4
+    assert set(sessions["scopes"]) == {"conversation", "pooled"}
+    assert all(set(units) == {"session", "turn"} for units in sessions["scopes"].values())
+    assert "LoCoMo-10 with the session as the unit: 16 questions with evidence" in printed
     assert not list((tmp_path / "bench").iterdir())  # every store removed
 
 
@@ -197,7 +204,10 @@ def test_the_real_locomo_file_when_it_can_be_had() -> None:
         pytest.skip(f"LoCoMo file not available here: {error}")
     assert data.counts == {"conversations": 10, "turns": 5882, "questions": 1986, "quoted_questions": 16,
                            "evidence_strings": 2355, "evidence_malformed": 7, "evidence_unknown_turn": 2,
-                           "questions_without_evidence": 4}  # fmt: skip
+                           "questions_without_evidence": 4, "sessions": 272, "session_questions": 1982}  # fmt: skip
+    # The session-level protocols: every question whose evidence names a turn, the 446 adversarial ones included.
+    assert sum(1 for q in data.session_qrels if data.category[q] != locomo.ADVERSARIAL) == 1536
+    assert sum(len(raws) for raws in data.session_raws) == 272
     per: Counter[tuple[str, int, str]] = Counter()
     for conv in data.conversations:
         for qid in conv.questions:
@@ -218,3 +228,89 @@ def test_the_real_locomo_file_when_it_can_be_had() -> None:
             os.environ.pop("PIP_NO_INDEX")
         else:
             os.environ["PIP_NO_INDEX"] = env_before
+
+
+# -- the session-level protocols -------------------------------------------------------------------
+def test_sessions_are_ranked_by_their_best_record_and_scored_by_hand() -> None:
+    session_of = {"t1": "c:S1", "t2": "c:S1", "t3": "c:S2", "t4": "c:S3", "t5": "c:S2", "t6": "c:S4", "t7": "c:S5",
+                  "t8": "c:S6", "t9": "c:S7", "t10": "c:S8", "t11": "c:S9", "t12": "c:S10", "t13": "c:S11"}  # fmt: skip
+    ranked = locomo.sessions_ranked([f"t{n}" for n in range(1, 14)], session_of)
+    assert ranked == ["c:S1", "c:S2", "c:S3", "c:S4", "c:S5", "c:S6", "c:S7", "c:S8", "c:S9", "c:S10"]
+    assert locomo.sessions_ranked(["t3", "t5", "t1"], session_of, k=1) == ["c:S2"]
+    # Evidence in sessions 2 and 7: one of two in the top 5, both in the top 10.
+    assert locomo.session_measures(ranked, frozenset({"c:S2", "c:S7"})) == {
+        "any@5": 1.0, "share@5": 0.5, "all@5": 0.0, "any@10": 1.0, "share@10": 1.0, "all@10": 1.0}  # fmt: skip
+    # Three evidence sessions, one in the top 5, two in the top 10, one never ranked.
+    three = locomo.session_measures(ranked, frozenset({"c:S5", "c:S9", "c:S11"}))
+    assert three["share@5"] == pytest.approx(1 / 3) and three["share@10"] == pytest.approx(2 / 3)
+    assert (three["any@5"], three["all@5"], three["all@10"]) == (1.0, 0.0, 0.0)
+    assert locomo.session_measures([], frozenset({"c:S1"})) == dict.fromkeys(locomo.SESSION_MEASURES, 0.0)
+
+
+def _topic_sample(sample_id: str, a: str, b: str, topics: list[str], qa: list[dict[str, Any]]) -> dict[str, Any]:
+    """One session per topic line (said by ``a``), each followed by the same filler line (``b``), a day apart."""
+    conversation: dict[str, Any] = {"speaker_a": a, "speaker_b": b}
+    for n, line in enumerate(topics, start=1):
+        conversation[f"session_{n}_date_time"] = f"10:00 am on {n} March, 2023"
+        conversation[f"session_{n}"] = [_turn(f"D{n}:1", a, line), _turn(f"D{n}:2", b, "That sounds lovely, tell me more.")]
+    return {"sample_id": sample_id, "conversation": conversation, "qa": qa}
+
+
+def _topic_samples() -> list[dict[str, Any]]:
+    """Two conversations whose textbook BM25 rankings can be worked out by hand (docstring of the test below)."""
+    ann = _topic_sample("conv-a", "Ann", "Bob", [
+        "I bought a red kayak for the lake.", "My violin lessons started today.", "The bakery sold out of bread.",
+        "I fixed the old telescope.", "I ran my first marathon.", "I folded an origami crane.",
+        "We hiked up a volcano.",
+    ], [
+        {"question": "Where is the kayak paddled?", "answer": "lake", "evidence": ["D1:1"], "category": 4},
+        {"question": "kayak or violin?", "answer": "both", "evidence": ["D1:1", "D2:1", "D7:1"], "category": 1},
+        {"question": "Which violin concert?", "evidence": ["D2:1"], "category": 5, "adversarial_answer": "none"},
+        {"question": "What about the glacier?", "answer": "none", "evidence": ["D4:1"], "category": 2},
+    ])  # fmt: skip
+    kayaks = ["kayak kayak kayak, the kayak club again."] * 5 + ["The chess club meets on Friday."]
+    cy = _topic_sample("conv-b", "Cy", "Di", kayaks, [
+        {"question": "When does the chess club meet?", "answer": "Friday", "evidence": ["D6:1"], "category": 4},
+    ])  # fmt: skip
+    return [ann, cy]
+
+
+def test_session_level_figures_on_conversations_computed_by_hand(tmp_path: Path) -> None:
+    """Textbook BM25 ranks only the sessions sharing a word with the question, so its figures follow by hand.
+
+    Each conversation its own store: "kayak ... paddled" finds Ann's session 1; "kayak or violin" her
+    sessions 1 and 2 of the evidence 1, 2, 7 (share 2/3, not all); the adversarial "violin concert"
+    session 2; "glacier" nothing; "chess club" Cy's session 6 first (both words). Means over the five:
+    any 4/5, share (1 + 2/3 + 1 + 0 + 1)/5 = 11/15, all 3/5, at 5 and at 10 alike.
+
+    All in one store: Cy's five "kayak kayak kayak" sessions outrank Ann's one "kayak", so her
+    session 1 is sixth (a miss at 5, a hit at 10), and for "kayak or violin" the top 5 hold her
+    session 2 (violin is rarer) and four of Cy's (share 1/3), the top 10 her 1 and 2 (2/3): share at 5
+    (0 + 1/3 + 1 + 0 + 1)/5 = 7/15, at 10 11/15; any 3/5 and 4/5; all 2/5 and 3/5.
+    Rankings of turns give the same sessions (the question words are only in the topic turns).
+    """
+    pytest.importorskip("ir_measures")
+    data = locomo.parse(_topic_samples())
+    assert data.counts["sessions"] == 13 and len(data.session_qrels) == 5
+    assert data.session_qrels["conv-a/q001"] == {"conv-a:S1", "conv-a:S2", "conv-a:S7"}
+    result = locomo.run_sessions(data, tmp_path / "bench", lambda message: None)
+    assert result["questions"] == {locomo.EVERY: 5, locomo.ANSWERABLE: 4}
+    per_conversation = {"any@5": 0.8, "any@10": 0.8, "share@5": round(11 / 15, 4), "share@10": round(11 / 15, 4),
+                        "all@5": 0.6, "all@10": 0.6}  # fmt: skip
+    pooled = {"any@5": 0.6, "any@10": 0.8, "share@5": round(7 / 15, 4), "share@10": round(11 / 15, 4),
+              "all@5": 0.4, "all@10": 0.6}  # fmt: skip
+    for unit in locomo.SESSION_UNITS:
+        textbook = result["scopes"]["conversation"][unit]["systems"]["textbook"]
+        assert textbook[locomo.EVERY] == per_conversation, unit
+        # Categories 1-4 leave out the adversarial question (a hit): any 3/4, share (1 + 2/3 + 0 + 1)/4, all 2/4.
+        assert textbook[locomo.ANSWERABLE]["any@5"] == 0.75 and textbook[locomo.ANSWERABLE]["share@5"] == round(8 / 12, 4)
+        assert textbook[locomo.ANSWERABLE]["all@5"] == 0.5
+        assert textbook["categories"]["5 adversarial"]["any@5"] == 1.0
+        assert textbook["categories"]["2 temporal"]["any@10"] == 0.0
+        assert textbook["short"] == 4  # all but "chess club" rank fewer sessions than the store holds
+        assert result["scopes"]["pooled"][unit]["systems"]["textbook"][locomo.EVERY] == pooled, unit
+        # lore finds what BM25 finds in each conversation's store: kayak, violin (twice) and chess in the top 5.
+        lore = result["scopes"]["conversation"][unit]["systems"]["default"]
+        assert lore[locomo.EVERY]["any@5"] >= 0.8 and lore[locomo.EVERY]["share@5"] >= round(11 / 15, 4)
+        assert set(result["scopes"]["conversation"][unit]["margins"]) == {"any@5", "share@5"}
+    assert not list((tmp_path / "bench").iterdir())  # every store removed
