@@ -141,7 +141,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
                 try:
                     loaded = loaders[name]()
                     if isinstance(loaded, locomo.Locomo):
-                        results["quality"][name] = locomo.run(loaded, work, progress)
+                        results["quality"][name] = locomo.run(loaded, work, progress, quick=settings.quick)
                     else:
                         results["quality"][name] = matrix.run_set(loaded, work, progress=progress)
                 except locomo.Unavailable as error:

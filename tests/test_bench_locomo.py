@@ -314,3 +314,7 @@ def test_session_level_figures_on_conversations_computed_by_hand(tmp_path: Path)
         assert lore[locomo.EVERY]["any@5"] >= 0.8 and lore[locomo.EVERY]["share@5"] >= round(11 / 15, 4)
         assert set(result["scopes"]["conversation"][unit]["margins"]) == {"any@5", "share@5"}
     assert not list((tmp_path / "bench").iterdir())  # every store removed
+    # --quick (CI): each conversation its own store, a record per session, the same figures.
+    quick = locomo.run_sessions(data, tmp_path / "bench", lambda message: None, quick=True)
+    assert {scope: list(units) for scope, units in quick["scopes"].items()} == {"conversation": ["session"]}
+    assert quick["scopes"]["conversation"]["session"]["systems"]["textbook"][locomo.EVERY] == per_conversation

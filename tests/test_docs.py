@@ -33,11 +33,14 @@ SOURCES = [p for top in ("lore", "benchmarks", "scripts", "tests") for p in sort
 # Flags of other tools that the docs show: the agents' CLIs (docs/agents.md), git (docs/sync.md),
 # pip (docs/whoosh-choice.md), and a secret on a command line (docs/redaction.md's example).
 OTHER_TOOLS_FLAGS = frozenset({"--dangerously-bypass-hook-trust", "--strict-config", "--auto", "--fix-thin",
-                               "--no-binary", "--token"})  # fmt: skip
+                               "--no-binary", "--token", "--granularity"})  # fmt: skip
 # Repository paths docs name as history, each with where that code went (which must exist).
 GONE = {"lore/index/lexical.py": "benchmarks/whoosh_index.py"}
 # Paths in other projects (the agents' docs and protocols) and a prompt's example path.
-NOT_OURS = frozenset({"docs/hooks/reference.md", "docs/docs-cli-gcli-migration.md", "hooks/list", "tests/test_b.py"})
+NOT_OURS = frozenset({"docs/hooks/reference.md", "docs/docs-cli-gcli-migration.md", "hooks/list", "tests/test_b.py",
+                      # the LoCoMo peers' sources (docs/evaluation.md)
+                      "benchmarks/BENCHMARKS.md", "benchmarks/locomo_bench.py", "docs/HISTORY.md",
+                      "docs/memori-cloud/benchmark/results"})
 # Dotted names that are not lore's: Whoosh's scorer, a git setting, code the scrubber leaves alone.
 NOT_LORE_NAMES = frozenset({"scoring.BM25F", "merge.lore.driver", "settings.TOKEN"})
 # Code spans that show a command being typed, not run (docs/completions.md).
