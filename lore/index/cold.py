@@ -309,6 +309,7 @@ class ColdReader(IndexReader):
     """An ``IndexReader`` (table, delta rows, graph, checks) whose BM25 is ``ColdBm25``; vectors only through ``cold_vectors``."""
 
     numpy_free = True  # the pipeline retrieves with its sparse backend (lore.rank.retrieval.Sparse)
+    lazy_table = True
 
     @property
     def has_vectors(self) -> bool:

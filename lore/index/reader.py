@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -90,8 +90,8 @@ class IndexReader:
         self._bm25: bm25.Bm25Index | None = None
         self._vectors: Any = None
         self._adjacency: graph_index.Adjacency | None = None
-        self._active: list[bool] | None = None
-        self._searchable: list[bool] | None = None
+        self._active: Sequence[bool] | None = None
+        self._searchable: Sequence[bool] | None = None
         self._dead: list[int] | None = None
         self._checking = False
 
@@ -144,6 +144,10 @@ class IndexReader:
                 atomic_write(self.directory / DAMAGED, error.message.encode())
         return error
 
+    # Columns decoded as their rows are read (the cold hook's reader reads a few dozen rows once),
+    # or all at once (a long-lived reader).
+    lazy_table = False
+
     @property
     def has_vectors(self) -> bool:
         return self.meta.embeddings and "vectors" in self.meta.files
@@ -166,8 +170,8 @@ class IndexReader:
     def table(self) -> Table:
         if self._table is None:
             files = self.meta.files
-            table = self._load(files["table"], lambda: Table.load(self.directory / files["table"],
-                                                                  self.directory / files["docs"]))  # fmt: skip
+            table = self._load(files["table"], lambda: Table.load(self.directory / files["table"], self.directory / files["docs"],
+                                                                  lazy=self.lazy_table))  # fmt: skip
             if self._checking:
                 # Before any merge: the base docs file is checked against the base offsets
                 # (loading the base table a second time for it cost the cold hook ~8 ms at 10k).
@@ -236,17 +240,17 @@ class IndexReader:
         return self._vectors
 
     @property
-    def active_rows(self) -> list[bool]:
+    def active_rows(self) -> Sequence[bool]:
         """Which rows are active (the default filter), computed once per reader."""
         if self._active is None:
-            self._active = [status == "active" for status in self.table.statuses]
+            self._active = self.table.rows_where("statuses", {"active"})
         return self._active
 
     @property
-    def searchable_rows(self) -> list[bool]:
+    def searchable_rows(self) -> Sequence[bool]:
         """Active rows and candidates (what `lore search` shows by default), computed once per reader."""
         if self._searchable is None:
-            self._searchable = [status in ("active", "candidate") for status in self.table.statuses]
+            self._searchable = self.table.rows_where("statuses", {"active", "candidate"})
         return self._searchable
 
     @property

@@ -137,6 +137,7 @@ class Table:
         self.delta_docs_path: Path | None = None
         self.delta_start = -1
         self._row: dict[str, int] | None = None
+        self._seen_rows: dict[str, int] = {}
         self._projects: set[str | None] | None = None
         self._docs_cache: dict[int, dict[str, Any]] = {}
         # Set by the index reader: turns a docs line that cannot be read into its own error.
@@ -149,7 +150,17 @@ class Table:
         joined = self.tags[row]
         return joined.split(TAG_SEPARATOR) if joined else []
 
+    def id_of(self, row: int) -> str:
+        """Row ``row``'s id, remembered so that ``row`` finds it again without a map of every id."""
+        record_id = self.ids[row]
+        self._seen_rows[record_id] = row
+        return record_id
+
     def row(self, record_id: str) -> int | None:
+        """The row of ``record_id``: from the rows ``id_of`` handed out, else from a map of every id (built once)."""
+        found = self._seen_rows.get(record_id)
+        if found is not None:
+            return found
         if self._row is None:
             self._row = {rid: i for i, rid in enumerate(self.ids)}
         return self._row.get(record_id)
@@ -157,8 +168,16 @@ class Table:
     def knows_project(self, project: str) -> bool:
         """Whether any row is ``project``'s (a set built at the first question, as ``row``'s map)."""
         if self._projects is None:
-            self._projects = set(self.projects)
+            projects = self.projects
+            self._projects = projects.distinct() if isinstance(projects, column_file.Categories) else set(projects)
         return project in self._projects
+
+    def rows_where(self, column: str, accepted: set[Any]) -> Sequence[bool]:
+        """Per row, whether ``column``'s value is in ``accepted`` (a categories column answers without decoding rows)."""
+        values = getattr(self, column)
+        if isinstance(values, column_file.Categories):
+            return values.matching(accepted)
+        return [value in accepted for value in values]
 
     def append(self, record: Record, record_hash_value: str) -> None:
         moment = record.timestamp
@@ -241,14 +260,15 @@ class Table:
         table_path.write_bytes(column_file.dump({name: (COLUMNS[name], getattr(self, name)) for name in COLUMNS}))
 
     @classmethod
-    def load(cls, table_path: Path, docs_path: Path) -> Table:
+    def load(cls, table_path: Path, docs_path: Path, *, lazy: bool = False) -> Table:
+        """The table in ``table_path``; ``lazy``: each column decoded as its rows are read (the cold hook's reader)."""
         try:
             columns = column_file.load(table_path.read_bytes())
         except column_file.ColumnsError as exc:
             raise ValueError(f"{table_path.name}: {exc}") from exc
-        if not all(isinstance(columns.get(name), list) for name in COLUMNS):
+        if not all(isinstance(columns.get(name), Sequence) for name in COLUMNS):
             raise ValueError(f"{table_path.name}: not a records table")
-        table = cls(**{name: columns[name] for name in COLUMNS})
+        table = cls(**{name: columns[name] if lazy else list(columns[name]) for name in COLUMNS})  # type: ignore[arg-type]
         table.docs_path = docs_path
         if len({len(getattr(table, name)) for name in COLUMNS}) != 1:
             raise ValueError(f"{table_path.name}: columns of different lengths")

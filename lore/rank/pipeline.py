@@ -69,7 +69,7 @@ class SearchResponse(NamedTuple):
 Encoder = Callable[[list[str]], "np.ndarray"]
 
 
-def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> list[bool] | None:
+def _allowed_rows(reader: IndexReader, opts: SearchOptions) -> Sequence[bool] | None:
     table = reader.table
     if not opts.filtered:
         if opts.include_all:

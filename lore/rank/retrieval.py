@@ -71,7 +71,7 @@ class Retrieval:
         self.centroids = centroids if isinstance(centroids, dict) else None
         self.expansion: tuple[str, ...] = ()  # BM25 terms a query-language word* or word~ stands for
 
-    def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+    def rows(self, query: str, allowed: Sequence[bool] | None, warnings: list[str]) -> Sequence[bool] | None:
         """The rows the search may return: ``allowed`` (the pipeline's row filter), narrowed by quoted phrases."""
         raise NotImplementedError
 
@@ -100,8 +100,8 @@ class Retrieval:
         self.rankings["graph"] = [rid for rid in ranked if table.row(rid) is not None][: opts.retrieval_limit]
 
     def _keep_bm25(self, every_row: Any, best: list[tuple[int, float]]) -> list[tuple[str, float]]:
-        ids = self.reader.table.ids
-        kept = [(ids[row], score) for row, score in best]
+        id_of = self.reader.table.id_of  # remembered: fusion finds these rows again without a map of every id
+        kept = [(id_of(row), score) for row, score in best]
         self.every_row["bm25"] = every_row
         self.rankings["bm25"] = [rid for rid, _ in kept]
         self.scores["bm25"] = dict(kept)
@@ -117,7 +117,7 @@ class Dense(Retrieval):
         self.find_centroids = centroids
         self.mask: Any = None
 
-    def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+    def rows(self, query: str, allowed: Sequence[bool] | None, warnings: list[str]) -> Sequence[bool] | None:
         import numpy as np
 
         table = self.reader.table
@@ -138,7 +138,7 @@ class Dense(Retrieval):
         self.mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
         return allowed
 
-    def _narrow(self, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+    def _narrow(self, allowed: Sequence[bool] | None, warnings: list[str]) -> Sequence[bool] | None:
         """``allowed`` narrowed by the query language's conditions (fields, NOT, OR, word*, word~)."""
         import numpy as np
 
@@ -209,8 +209,8 @@ class Dense(Retrieval):
             cosines = vector_index.cosines(matrix, vec) if matrix.shape[0] else np.zeros(0, dtype=np.float32)
             self.every_row[channel] = cosines
             top = vector_index.best_of(cosines, limit, mask)
-            self.rankings[channel] = [table.ids[row] for row, _ in top]
-            self.scores[channel] = {table.ids[row]: score for row, score in top}
+            self.rankings[channel] = [table.id_of(row) for row, _ in top]
+            self.scores[channel] = {table.id_of(row): score for row, score in top}
         return lap("vectors", t)
 
     def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
@@ -250,7 +250,7 @@ class Sparse(Retrieval):
         super().__init__(reader, opts, centroids)
         self.bm25_rows: list[int] = []  # BM25's candidates, best first: the rows the vector channel scores
 
-    def rows(self, query: str, allowed: list[bool] | None, warnings: list[str]) -> list[bool] | None:
+    def rows(self, query: str, allowed: Sequence[bool] | None, warnings: list[str]) -> Sequence[bool] | None:
         if self.opts.phrases == "filter" and quoted_phrases(query):
             raise Declined("quoted phrases")
         if self.opts.query_tree is not None:
@@ -301,10 +301,10 @@ class Sparse(Retrieval):
             return t
         cosines = RowCosines(cold.rows, vector)
         ranked = sorted(rows, key=lambda row: (-cosines[row], row))
-        ids = self.reader.table.ids
+        id_of = self.reader.table.id_of
         self.every_row["vector"] = cosines
-        self.rankings["vector"] = [ids[row] for row in ranked]
-        self.scores["vector"] = {ids[row]: cosines[row] for row in ranked}
+        self.rankings["vector"] = [id_of(row) for row in ranked]
+        self.scores["vector"] = {id_of(row): cosines[row] for row in ranked}
         return lap("vectors", t)
 
     def passage_cosines(self, texts: Sequence[Sequence[str]], rows: Sequence[int] = ()) -> list[float | None]:
