@@ -25,7 +25,16 @@ from lore.errors import LoreError, UsageError
 from lore.interpreter import lore_argv
 from lore.settings import DEFAULT_SYNC_PUSH_ATTEMPTS
 from lore.store.fileio import atomic_write, data_lock
-from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
+from lore.store.layout import (
+    DECISIONS,
+    FAILURES,
+    GRAPH,
+    OBSERVATIONS,
+    PATTERNS,
+    SESSIONS,
+    SIGNALS,
+    jsonl_kind,
+)
 from lore.sync import driver
 from lore.sync.git import Git, GitError
 
@@ -270,7 +279,7 @@ def _remote_branch(git: Git, remote: str, branch: str) -> str:
 
 def _is_record_path(path: str) -> bool:
     fixed = {p.as_posix() for p in (DECISIONS, PATTERNS, FAILURES, OBSERVATIONS, SIGNALS, GRAPH)}
-    return path in fixed or (path.startswith(SESSIONS.as_posix() + "/") and path.endswith(".json") and path.count("/") == 3)
+    return path in fixed or jsonl_kind(path) is not None or (path.startswith(SESSIONS.as_posix() + "/") and path.endswith(".json") and path.count("/") == 3)
 
 
 def _record_ids_at(git: Git, rev: str | None) -> set[str]:
@@ -637,8 +646,9 @@ def _rebased_entries(git: Git, base: str, head: str, theirs: str) -> dict[str, E
         bases, ours, theirs_blobs = git.blobs(base, both), git.blobs(head, both), git.blobs(theirs, both)
         for path in both:
             their_data = theirs_blobs.get(path)
-            our_tail = appended_tail(bases.get(path), ours.get(path))
-            their_tail = appended_tail(bases.get(path), their_data)
+            base_data = bases.get(path, b"")  # absent at the base: a month's shard both sides began
+            our_tail = appended_tail(base_data, ours.get(path))
+            their_tail = appended_tail(base_data, their_data)
             if our_tail is None or their_tail is None or their_data is None:
                 return None
             if their_data and not their_data.endswith(b"\n"):
