@@ -608,6 +608,8 @@ class DecisionPool:
                 return False
             if len(arrays["offsets"]) != len(ids) + 1 or int(arrays["offsets"][-1]) != len(arrays["flat"]):
                 return False
+            if len(arrays["file"]) and not 0 <= int(arrays["file"].min()) <= int(arrays["file"].max()) < len(header["files"]):
+                return False
         except (OSError, ValueError, KeyError, TypeError):
             return False
         self._clear()
