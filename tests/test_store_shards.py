@@ -209,6 +209,13 @@ def test_the_index_refreshes_a_shard_append_and_a_new_months_shard_as_a_delta(da
     assert manager.read_meta()[1].records == len(Store(data_dir).load().records)  # type: ignore[index]
     capture.retract(store, "dec-00000005", "gone")  # a rewrite of one shard: the full refresh
     assert manager.build().delta is False
+    # An older version of a record appended to an earlier shard than the one holding it: the later file
+    # wins in a load, so the delta (which would let the appended line win) is not taken.
+    march = next(r for r in Store(data_dir).load().records.values() if r.title == "Another in March")
+    with (data_dir / SHARDS / "2025-01.jsonl").open("ab") as handle:
+        handle.write(decision(march.id, "An older text of Another in March", "2025-01-30T00:00:00Z"))
+    assert manager.build().delta is False
+    assert Store(data_dir).load().records[march.id].title == "Another in March"
 
 
 def pool_truth(data_dir: Path) -> tuple[list[str], list[str]]:
