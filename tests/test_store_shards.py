@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -23,7 +22,6 @@ from lore.store.shard import split
 from lore.store.store import _ID_FIELD
 from tests.conftest import resolve_locations
 
-BASH_LORE = Path("/work/shared/fixtures/bash-lore-datadir")
 PLAIN = WriteOptions(redact=False, check_duplicates=False)
 SHARDS = shard_dir(DECISIONS)
 
@@ -54,12 +52,8 @@ def lines_of(data_dir: Path) -> list[bytes]:
 # -- reading and writing ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not BASH_LORE.is_dir(), reason="the bash Lore data dir fixture is not on this machine")
-def test_a_bash_lore_data_dir_reads_unchanged_and_keeps_its_single_files(tmp_path: Path) -> None:
-    data_dir = tmp_path / "bash"
-    shutil.copytree(BASH_LORE, data_dir)
-    for path in data_dir.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
+def test_a_bash_lore_data_dir_reads_unchanged_and_keeps_its_single_files(bash_lore_copy: Path) -> None:
+    data_dir = bash_lore_copy
     before = {p: p.read_bytes() for p in data_dir.rglob("*.jsonl")}
     records = loaded(data_dir)
     assert records and not (data_dir / SHARDS).exists()
@@ -69,6 +63,11 @@ def test_a_bash_lore_data_dir_reads_unchanged_and_keeps_its_single_files(tmp_pat
     assert single.read_bytes().startswith(before[single]) and written.id.encode() in single.read_bytes()
     assert not (data_dir / SHARDS).exists()  # a single-file store keeps appending to its single file
     assert set(loaded(data_dir)) == set(records) | {written.id}
+    # Split on request: the same records, every line kept.
+    records, lines = loaded(data_dir), lines_of(data_dir)
+    movable = sum(1 for r in (DECISIONS, FAILURES, OBSERVATIONS) for line in (data_dir / r).read_bytes().split(b"\n") if line.strip())
+    assert movable and split(Store(data_dir, actor="test")).moved == movable
+    assert loaded(data_dir) == records and lines_of(data_dir) == lines
 
 
 def test_a_sharded_store_writes_each_record_to_its_months_shard_and_edits_it_where_it_is(data_dir: Path) -> None:
