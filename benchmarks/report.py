@@ -348,7 +348,8 @@ def team_table(result: dict[str, Any]) -> Table:
     s = result["settings"]
     table = Table(title=(f"Team sync: {s['clones']} clones over one bare remote, {s['records']:,} real decisions, "
                          f"{s['rounds']} rounds of all syncing at once then one round one at a time, "
-                         f"{s['per_round']} new decisions per clone per round"))  # fmt: skip
+                         f"{s['per_round']} new decisions per clone per round, "
+                         f"{'month shards' if s.get('sharded') else 'one decisions.jsonl'}"))  # fmt: skip
     table.add_column("figure")
     table.add_column("value", justify="right")
 
@@ -369,6 +370,8 @@ def team_table(result: dict[str, Any]) -> Table:
         ("remote objects: loose / packs / MB", f"{result['remote_objects']['loose']} / {result['remote_objects']['packs']} / {result['remote_objects']['bytes'] / 1e6:.1f}"),
         ("clone 0 objects: loose / packs / MB", f"{result['clone0_objects']['loose']} / {result['clone0_objects']['packs']} / {result['clone0_objects']['bytes'] / 1e6:.1f}"),
         ("largest clone .git / its record files", f"{result['clone_git_to_records']}x ({result['records_bytes'] / 1e6:.1f} MB of records)"),
+        ("shards / largest / lore migrate --shard", f"{result.get('shards', 0)} / {result.get('largest_shard_bytes', 0) / 1e6:.2f} MB / "
+         f"{result.get('migrate_seconds')} s"),
         ("first search after a pull / no-op lore index", f"{search.get('first_search_seconds')} / {search.get('noop_index_seconds')} s "
          f"(pulled {search.get('pulled')}; refresh: {'delta' if (search.get('after_pull') or {}).get('delta') else 'full'})"),
         ("next search", f"{search.get('next_search_seconds')} s"),

@@ -18,6 +18,12 @@ all sit on the remote's commit. Measured:
   took the delta path or rebuilt;
 * convergence: identical record files everywhere, no record lost (each
   written id is on every clone), no id held twice.
+
+``sharded`` (the default) splits clone 0's store with ``lore migrate --shard`` before it
+publishes (timed), so every clone's records live in month shards and a sync rewrites the
+current month's file; ``sharded=False`` keeps the single ``decisions.jsonl``. The new
+decisions of the rounds are stamped with the time they are written, as ``lore remember``
+stamps them (the corpus's own dates are years old).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +42,8 @@ import orjson
 
 from benchmarks import corpora
 from lore.interpreter import lore_argv
-from lore.store.layout import DECISIONS
+from lore.store.layout import DECISIONS, is_sharded, jsonl_files, shard_dir, shard_name
+from lore.store.records import format_time, parse_time
 
 QUERY = "pack window memory"
 
@@ -47,6 +55,7 @@ class TeamSettings:
     rounds: int = 3  # racing rounds (every clone at once), then one round one clone at a time
     per_round: int = 3  # decisions each clone appends before each of its syncs
     search: bool = True  # time the first search after a pull (builds one clone's index first)
+    sharded: bool = True  # month shards (lore migrate --shard before publishing), else the single decisions.jsonl
 
 
 def _dir_bytes(path: Path) -> int:
@@ -116,18 +125,32 @@ class _Syncs:
 
 def _ids_in(clone: Path) -> Counter[str]:
     counts: Counter[str] = Counter()
-    path = clone / DECISIONS
-    for line in path.read_bytes().splitlines() if path.exists() else []:
-        if line.strip():
-            counts[str(orjson.loads(line).get("id"))] += 1
+    for path in jsonl_files(clone, DECISIONS):
+        for line in path.read_bytes().splitlines():
+            if line.strip():
+                counts[str(orjson.loads(line).get("id"))] += 1
     return counts
+
+
+def _records_bytes(clone: Path) -> int:
+    return sum(path.stat().st_size for path in jsonl_files(clone, DECISIONS))
+
+
+def _append(clone: Path, raw: dict[str, Any]) -> None:
+    """Append a decision where ``lore remember`` would: the single file, or the shard of its month."""
+    if not is_sharded(clone, DECISIONS):
+        corpora.append_decision(clone, raw)
+        return
+    path = clone / shard_dir(DECISIONS) / shard_name(parse_time(raw.get("timestamp")))
+    with path.open("ab") as handle:
+        handle.write(orjson.dumps(raw) + b"\n")
 
 
 def _record_files(clone: Path) -> dict[str, bytes]:
     found = {}
     for item in sorted(clone.rglob("*")):
         parts = item.relative_to(clone).parts
-        if item.is_file() and parts[0] not in (".git", "audit") and item.name != ".lore.lock":
+        if item.is_file() and parts[0] not in (".git", "audit", "backups") and item.name != ".lore.lock":
             found["/".join(parts)] = item.read_bytes()
     return found
 
@@ -157,6 +180,12 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
     first = clones[0]
     _check(first.run("init", "--git"), "lore init --git")
     corpora.write_decisions(first.path, store_raws)
+    migrate_seconds = None
+    if settings.sharded:
+        t = time.perf_counter()
+        _check(first.run("migrate", "--shard"), "lore migrate --shard")
+        migrate_seconds = round(time.perf_counter() - t, 2)
+        progress(f"team: clone 0 split its store into month shards ({migrate_seconds}s)")
     t = time.perf_counter()
     _check(first.run("sync", "--setup", str(remote), "--json"), "lore sync --setup (publish)")
     publish_seconds = time.perf_counter() - t
@@ -167,7 +196,7 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
         _check(clone.run("sync", "--setup", str(remote), "--json"), "lore sync --setup (join)")
         join_seconds.append(time.perf_counter() - t)
         progress(f"team: clone {clone.index} joined ({join_seconds[-1]:.1f}s)")
-    records_bytes = (first.path / DECISIONS).stat().st_size
+    records_bytes = _records_bytes(first.path)
     remote_start, clone_start = _objects(remote), _objects(first.path / ".git")
 
     syncs = _Syncs()
@@ -177,8 +206,8 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
     def write_round() -> None:
         for clone in clones:
             for _ in range(settings.per_round):
-                raw = next(next_fresh)
-                corpora.append_decision(clone.path, raw)
+                raw = {**next(next_fresh), "timestamp": format_time(datetime.now(UTC))}
+                _append(clone.path, raw)
                 written.append(str(raw["id"]))
 
     for round_number in range(settings.rounds):
@@ -246,11 +275,13 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
     # What the remote keeps once git's prune expiry has passed: the objects of lost pushes gone.
     Git(work).run("--git-dir", str(remote), "gc", "-q", "--prune=now")
     remote_pruned = _objects(remote)
-    records_end = (first.path / DECISIONS).stat().st_size
+    records_end = _records_bytes(first.path)
+    shards = [p.stat().st_size for p in jsonl_files(first.path, DECISIONS) if p.parent.name != "data"]
     reports = syncs.reports
     return {
         "settings": asdict(settings),
-        "records_bytes": records_end, "records_bytes_start": records_bytes,
+        "records_bytes": records_end, "records_bytes_start": records_bytes, "migrate_seconds": migrate_seconds,
+        "shards": len(shards), "largest_shard_bytes": max(shards, default=0),
         "publish_seconds": round(publish_seconds, 2), "join": _spread(join_seconds),
         "racing": _spread(syncs.racing), "alone": _spread(syncs.alone),
         "syncs": len(syncs.racing) + len(syncs.alone), "gave_up": len(syncs.gave_up), "gave_up_messages": syncs.gave_up[:5],

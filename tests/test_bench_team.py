@@ -32,3 +32,5 @@ def test_the_quick_team_harness_converges_on_a_tiny_store(tmp_path: Path) -> Non
     # The searching clone pulled the others' records, and its index took them in by a delta.
     assert result["search"]["pulled"] >= 1 and result["search"]["after_pull"]["delta"]
     assert team_table(result).row_count >= 10
+    # The store was split into month shards before it was published; the rounds' records went to this month's.
+    assert result["settings"]["sharded"] and result["shards"] >= 2 and result["migrate_seconds"] is not None

@@ -54,11 +54,12 @@ TAG = typer.Option(None, "--tag", "-t", help="Tag (repeatable, or comma-separate
 def init(
     ctx: typer.Context,
     git: bool = typer.Option(False, "--git", help="Also make it a git repository with lore's merge driver, .gitattributes and .gitignore (for `lore sync`)."),
+    shard: bool = typer.Option(False, "--shard", help="Keep decisions, failures and observations in month shards (a team store: a sync rewrites a small file)."),
 ) -> None:
     """Create a data directory in the original Lore layout (existing files are kept)."""
     st = state(ctx)
     store = st.store()
-    created = store.init(git=git)
+    created = store.init(git=git, shard=shard)
     data_dir = st.locations.data_dir
     if created:
         typer.echo(f"Initialised {data_dir}")

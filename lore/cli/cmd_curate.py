@@ -186,12 +186,19 @@ def consolidate(
 def migrate(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would change; write nothing."),
+    shard: bool = typer.Option(False, "--shard", help="Split decisions, failures and observations into month shards (journal/data/decisions/2026-03.jsonl), so a sync rewrites a small file."),
 ) -> None:
     """Upgrade records without schema_version to the current schema (adds fields, never removes).
 
     Every file touched is first copied to <data-dir>/backups/<timestamp>/.
     """
     store = state(ctx).store()
+    if shard:
+        from lore.render.shard import shard_lines
+        from lore.store.shard import split
+
+        typer.echo("\n".join(shard_lines(split(store, dry_run=dry_run))))
+        return
     report = migration.migrate(store, dry_run=dry_run)
     if not report.files:
         typer.echo(f"Nothing to migrate: every record has schema_version {migration.SCHEMA_VERSION}")

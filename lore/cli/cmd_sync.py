@@ -60,6 +60,8 @@ def _render(report: SyncReport) -> None:
     for rename in report.renames:
         typer.echo(f"Duplicate id {rename['from']} (minted on two clones): one record is now {rename['to']}"
                    f" ({rename['edges_moved']} edge(s) moved with it)")  # fmt: skip
+    for warning in report.warnings:
+        typer.echo(f"Warning: {warning} (kept in the file; `lore doctor` lists every problem)", err=True)
     if report.dry_run:
         typer.echo(f"Would push {report.outgoing_commits} commit(s) to {where}" if report.outgoing_commits
                    else f"Nothing to push to {where}")  # fmt: skip

@@ -23,6 +23,7 @@ import orjson
 
 from lore.store import Store
 from lore.store.fileio import atomic_write, data_lock
+from lore.store.layout import jsonl_files
 from lore.store.readers import FileRead, read_json, read_jsonl, read_patterns_yaml
 from lore.store.records import (
     DEFAULT_CONFIDENCE,
@@ -170,12 +171,15 @@ def _plan_session(store: Store, path: Path) -> FileChange | None:
 
 def plan(store: Store) -> list[FileChange]:
     """What a migration would change, file by file; refuses (raises) on a file that did not parse."""
+    def every(single: Path, kind: str) -> list[FileChange | None]:  # the single file and its month shards
+        return [_plan_jsonl(store, path.relative_to(store.data_dir), kind) for path in jsonl_files(store.data_dir, single)]
+
     changes: list[FileChange | None] = [
-        _plan_jsonl(store, DECISIONS, "decision"),
+        *every(DECISIONS, "decision"),
         _plan_patterns(store),
-        _plan_jsonl(store, FAILURES, "failure"),
-        _plan_jsonl(store, OBSERVATIONS, "observation"),
-        _plan_jsonl(store, SIGNALS, "observation"),
+        *every(FAILURES, "failure"),
+        *every(OBSERVATIONS, "observation"),
+        *every(SIGNALS, "observation"),
     ]
     sessions = store.path(SESSIONS)
     if sessions.is_dir():

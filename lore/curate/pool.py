@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, SIGNALS, source_files
+from lore.store.layout import DECISIONS, GRAPH, jsonl_files, jsonl_kind, source_files
 from lore.store.readers import appended_records
 from lore.store.records import Record
 
@@ -47,22 +47,31 @@ if TYPE_CHECKING:
     from lore.store.store import Store
 
 # The cache file's layout; a file of another format is no cache.
-FORMAT = 2
+FORMAT = 3
 # The kinds of the files ``Store.load`` reads after decisions.jsonl: one holding a decision's id wins it.
 LATER_KINDS = ("failure", "observation", "pattern", "lesson", "anti_pattern", "handoff")
 # Those files, by the rule that keeps their ids: the JSONL ones follow appended lines like
 # decisions.jsonl (an agent's captures append observations between two decisions); patterns.yaml
 # and the session files are read again when one changes (``Store.load`` of their kinds).
-_LATER_JSONL = {str(FAILURES): "failure", str(OBSERVATIONS): "observation", str(SIGNALS): "observation"}
 _OTHER_KINDS = ("pattern", "lesson", "anti_pattern", "handoff")
-_DECISIONS = str(DECISIONS)
+
+
+def _is_decisions(name: str) -> bool:
+    """Whether record file ``name`` (relative) holds decisions: decisions.jsonl or one of its month shards."""
+    return jsonl_kind(name) == "decision"
+
+
+def _later_kind(name: str) -> str | None:
+    """The kind of a JSONL file read after the decisions (failures, observations, signals, their shards), or None."""
+    kind = jsonl_kind(name)
+    return kind if kind is not None and kind != "decision" else None
 # Texts embedded (~1 KB a vector), and records prepared for comparison (their texts and
 # tokens: a few KB each), that a pool keeps in a long-lived process.
 KEPT = 4096
 KEPT_PREPARED = 1024
 # The cache file's arrays, after its JSON header, in this order.
-_ARRAYS = (("starts", "<i8"), ("ends", "<i8"), ("lengths", "<i8"), ("active", "u1"), ("offsets", "<i8"),
-           ("flat", "<i4"))  # fmt: skip
+_ARRAYS = (("starts", "<i8"), ("ends", "<i8"), ("lengths", "<i8"), ("active", "u1"), ("file", "<i4"),
+           ("offsets", "<i8"), ("flat", "<i4"))  # fmt: skip
 
 
 def cache_path(data_dir: Path, directory: Path) -> Path:
@@ -107,7 +116,7 @@ class DecisionPool:
     def __init__(self, data_dir: Path, cache_file: Path | None = None) -> None:
         self.data_dir = data_dir.resolve()
         self.cache_file = cache_file  # where ``save`` keeps it between processes (None: nowhere)
-        self.file = self.data_dir / DECISIONS
+        self.file = self.data_dir / DECISIONS  # names the decisions in messages (a sharded store's are in its shards)
         self.lock = threading.RLock()  # the MCP server may run two tool calls at once
         self.builds = 0  # whole loads so far (the tests check that an append needs none)
         self.later_reads = 0  # whole reads of failures, observations and signals (likewise)
@@ -121,6 +130,8 @@ class DecisionPool:
         self.chains: dict[str, tuple[list[int], bytes]] = {}
         # One entry per decision line read; a line a later one replaced stays, never live again.
         self.ids: list[str] = []
+        self.files: list[str] = []  # the decision files entries were read from (relative), by ``entry_file``
+        self.entry_file: list[int] = []
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.active: list[bool] = []
@@ -139,7 +150,7 @@ class DecisionPool:
         self.later_ids: set[str] = set()  # ids the files after decisions.jsonl hold: the next two
         self.later_jsonl: set[str] = set()  # ids valid in failures, observations and signals
         self.later_other: set[str] = set()  # ids of the records patterns.yaml and the session files hold
-        self.file_ids: set[str] = set()  # what Store.add's uniqueness check finds in decisions.jsonl
+        self.file_ids: set[str] = set()  # what Store.add's uniqueness check finds in the decision files
         self._owner: np.ndarray | None = None
         self._live: np.ndarray | None = None  # ``live`` as an array, while it holds
         self._prepared_of: dict[int, Any] = {}  # entry -> dedup._Prepared (at most KEPT_PREPARED)
@@ -239,41 +250,55 @@ class DecisionPool:
 
     def records(self, entries: list[int]) -> list[Record] | None:
         """The records of ``entries``, read from decisions.jsonl by offset; None if a line is not what the pool read."""
-        found: list[Record] = []
+        found: dict[int, Record] = {}
+        by_file: dict[int, list[int]] = {}
+        for entry in entries:
+            by_file.setdefault(self.entry_file[entry], []).append(entry)
         try:
-            with self.file.open("rb") as handle:
-                for entry in entries:
-                    handle.seek(self.starts[entry])
-                    raw = orjson.loads(handle.read(self.ends[entry] - self.starts[entry]).strip())
-                    if not isinstance(raw, dict) or raw.get("id") != self.ids[entry]:
-                        return None
-                    found.append(Record(kind="decision", id=self.ids[entry], raw=raw, source=self.file))
+            for index, group in by_file.items():
+                path = self.data_dir / self.files[index]
+                with path.open("rb") as handle:
+                    for entry in group:
+                        handle.seek(self.starts[entry])
+                        raw = orjson.loads(handle.read(self.ends[entry] - self.starts[entry]).strip())
+                        if not isinstance(raw, dict) or raw.get("id") != self.ids[entry]:
+                            return None
+                        found[entry] = Record(kind="decision", id=self.ids[entry], raw=raw, source=path)
         except (OSError, orjson.JSONDecodeError):
             return None
-        return found
+        return [found[entry] for entry in entries]
 
     def ids_if_current(self) -> set[str] | None:
-        """The ids in decisions.jsonl if the pool has read all of it, whole lines; else None (``Store.add`` reads them)."""
+        """The ids in the decision files if the pool has read all of them, whole lines; else None (``Store.add`` reads them)."""
         if not self.built:
             return None
-        try:
-            stat = self.file.stat()
-        except OSError:
+        names = {str(path.relative_to(self.data_dir)) for path in jsonl_files(self.data_dir, DECISIONS)}
+        if names != {name for name in self.manifest if _is_decisions(name)}:
             return None
-        if self.manifest.get(_DECISIONS) != [stat.st_size, stat.st_mtime_ns, stat.st_ino] or not self._whole_lines():
-            return None
+        for name in names:
+            try:
+                stat = (self.data_dir / name).stat()
+            except OSError:
+                return None
+            if self.manifest.get(name) != [stat.st_size, stat.st_mtime_ns, stat.st_ino] or not self._whole_lines(name):
+                return None
         return self.file_ids
 
-    def _whole_lines(self) -> bool:
-        size = self.manifest[_DECISIONS][0]
+    def _whole_lines(self, name: str) -> bool:
+        size = self.manifest[name][0]
         if not size:
             return True
         try:
-            with self.file.open("rb") as handle:
+            with (self.data_dir / name).open("rb") as handle:
                 handle.seek(size - 1)
                 return handle.read(1) == b"\n"
         except OSError:
             return False
+
+    def _file_index(self, name: str) -> int:
+        if name not in self.files:
+            self.files.append(name)
+        return self.files.index(name)
 
     # -- keeping it current ----------------------------------------------------------
     def refresh(self, store: Store) -> None:
@@ -284,56 +309,66 @@ class DecisionPool:
         if not (self.built and self._follow(store, current)):
             self._build(store)
 
-    def appended(self) -> None:
-        """``Store.add`` appended to decisions.jsonl (under the data-dir lock, after ``ids_if_current``): read it."""
-        old_size = self.manifest[_DECISIONS][0]
+    def appended(self, path: Path | None = None) -> None:
+        """``Store.add`` appended to decision file ``path`` (default decisions.jsonl; a month shard when sharded)
+        under the data-dir lock, after ``ids_if_current``: read it."""
+        path = self.file if path is None else path.resolve()
+        name = str(path.relative_to(self.data_dir))
+        old_size = self.manifest[name][0] if name in self.manifest else 0  # a new month's shard: read from its start
         try:
-            with self.file.open("rb") as handle:
+            with path.open("rb") as handle:
                 stat = os.fstat(handle.fileno())
                 handle.seek(old_size)
                 tail = handle.read()
         except OSError:
             tail, stat = b"", None
-        found = appended_records(self.file, "decision", tail, 0) if tail.endswith(b"\n") else None
-        if found is None or stat is None or stat.st_size != old_size + len(tail):
+        found = appended_records(path, "decision", tail, 0) if tail.endswith(b"\n") else None
+        if found is None or stat is None or stat.st_size != old_size + len(tail) or (
+                name not in self.files and any(record.id in self.position for _, _, record in found)):  # fmt: skip
             self.built = False  # read everything again next time
             return
-        self._take(found, tail, old_size)
-        bounds, digest = self.chains[_DECISIONS]
-        self.chains[_DECISIONS] = ([*bounds, stat.st_size], _chained(memoryview(tail), [len(tail)], digest))
-        self.manifest[_DECISIONS] = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+        self._take(found, tail, old_size, self._file_index(name))
+        bounds, digest = self.chains.get(name, ([], b""))
+        self.chains[name] = ([*bounds, stat.st_size], _chained(memoryview(tail), [len(tail)], digest))
+        self.manifest[name] = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
         self.saved = False
 
     def _follow(self, store: Store, current: dict[str, list[int]]) -> bool:
         """Take in what changed since the pool read the files; False when only a whole read will do."""
         changed = {name for name in current.keys() | self.manifest.keys() if current.get(name) != self.manifest.get(name)}
         grown: dict[str, tuple[bytes, int]] = {}
-        for name in changed & {_DECISIONS, *_LATER_JSONL}:
+        for name in sorted(n for n in changed if jsonl_kind(n) is not None):
             found = self._grown(name, current.get(name))
             if found is not None:
                 grown[name] = found
-            elif name == _DECISIONS:
+            elif _is_decisions(name):
                 return False
-        decisions: list[tuple[int, int, Record]] = []
-        if _DECISIONS in grown:
-            data, size = grown[_DECISIONS]
-            parsed = appended_records(self.file, "decision", data, size)
+        # The decision files that grew, in load order (a month's new shard after the others).
+        decision_names = [str(p.relative_to(self.data_dir)) for p in jsonl_files(self.data_dir, DECISIONS)]
+        decisions: list[tuple[str, list[tuple[int, int, Record]]]] = []
+        for name in (n for n in decision_names if n in grown):
+            data, size = grown[name]
+            parsed = appended_records(self.data_dir / name, "decision", data, size)
             if parsed is None:
                 return False  # a line Store.load would warn about
-            decisions = parsed
+            index = self.files.index(name) if name in self.files else None
+            if any(self.position.get(r.id) is not None and self.entry_file[self.position[r.id]] != index
+                   for _, _, r in parsed):  # fmt: skip
+                return False  # an id another decision file holds: which one wins is the load order's, read it all
+            decisions.append((name, parsed))
         appended_ids: set[str] | None = set()
-        for name in set(grown) - {_DECISIONS}:
+        for name in set(grown) - set(decision_names):
             data, size = grown[name]
-            parsed = appended_records(self.data_dir / name, _LATER_JSONL[name], data, size)
+            parsed = appended_records(self.data_dir / name, _later_kind(name) or "observation", data, size)
             if parsed is None or appended_ids is None:
                 appended_ids = None
                 continue
             appended_ids.update(record.id for _, _, record in parsed)
-        if any(name in _LATER_JSONL and name not in grown for name in changed):
+        if any(_later_kind(name) is not None and name not in grown for name in changed):
             appended_ids = None  # rewritten, new or gone: read them all again
         # Nothing is changed before this point: a False above leaves the pool as it was.
-        if decisions:
-            self._take(decisions, grown[_DECISIONS][0], 0)
+        for name, parsed in decisions:
+            self._take(parsed, grown[name][0], 0, self._file_index(name))
         for name, (data, _) in grown.items():
             self.chains[name] = ([len(data)], _chained(memoryview(data), [len(data)]))
             self.manifest[name] = [len(data), *current[name][1:]]  # stamped with the mtime from before the read
@@ -341,10 +376,10 @@ class DecisionPool:
             self._read_later_jsonl(current)
         else:
             self.later_jsonl |= appended_ids
-        if any(name != _DECISIONS and name not in _LATER_JSONL for name in changed):
+        if any(jsonl_kind(name) is None for name in changed):
             self.later_other = set(store.load(kinds=_OTHER_KINDS).records)
         self._set_later_ids(self.later_jsonl | self.later_other)
-        for name in changed - {_DECISIONS, *_LATER_JSONL}:
+        for name in (n for n in changed if jsonl_kind(n) is None):
             if name in current:
                 self.manifest[name] = current[name]
             else:
@@ -356,6 +391,9 @@ class DecisionPool:
         """JSONL file ``name`` up to its last whole line, and the size the pool had read of it, when lines were only
         appended behind what it read (its hash chain checked); else None."""
         old = self.manifest.get(name)
+        if stamp is not None and old is None and _is_decisions(name):
+            old = [0, 0, stamp[2]]  # a new month's shard: all of it is appended
+            self.chains.setdefault(name, ([], b""))
         if stamp is None or old is None or stamp[2] != old[2] or stamp[0] < old[0] or name not in self.chains:
             return None  # gone, new, replaced (an atomic rewrite) or shorter
         try:
@@ -378,7 +416,9 @@ class DecisionPool:
 
         self.later_reads += 1
         ids: set[str] = set()
-        for name, kind in _LATER_JSONL.items():
+        names = {n for n in (*current, *self.chains, *self.manifest) if _later_kind(n) is not None}
+        for name in sorted(names):
+            kind = _later_kind(name) or "observation"
             self.chains.pop(name, None)
             if name not in current:
                 self.manifest.pop(name, None)
@@ -398,15 +438,15 @@ class DecisionPool:
                     ids.add(record_id)
         self.later_jsonl = ids
 
-    def _take(self, found: list[tuple[int, int, Record]], data: bytes, base: int) -> None:
+    def _take(self, found: list[tuple[int, int, Record]], data: bytes, base: int, file_index: int) -> None:
         from lore.store.store import _ID_FIELD
 
         for start, end, record in found:
-            self._add_entry(record, start + base, end + base)
+            self._add_entry(record, start + base, end + base, file_index)
         if found:
             self.file_ids.update(match.decode() for match in _ID_FIELD.findall(data, found[0][0]))
 
-    def _add_entry(self, record: Record, start: int, end: int) -> None:
+    def _add_entry(self, record: Record, start: int, end: int, file_index: int) -> None:
         from lore.curate.dedup import _join, compared_text
         from lore.curate.similarity import tokens as analysed
 
@@ -416,6 +456,7 @@ class DecisionPool:
         tokens = analysed(_join(*compared_text("decision", record.raw)))
         entry = len(self.ids)
         self.ids.append(record.id)
+        self.entry_file.append(file_index)
         self.starts.append(start)
         self.ends.append(end)
         self.active.append(record.active)
@@ -483,31 +524,36 @@ class DecisionPool:
         for _ in range(3):  # a file that changed during the reads: read them again
             before = _manifest(self.data_dir)
             snapshot = store.load(kinds=("decision", *LATER_KINDS))
-            try:
-                content = self.file.read_bytes()
-            except FileNotFoundError:
-                content = b""
+            contents: dict[str, bytes] = {}
+            for path in jsonl_files(self.data_dir, DECISIONS):
+                with contextlib.suppress(FileNotFoundError):
+                    contents[str(path.relative_to(self.data_dir))] = path.read_bytes()
             if _manifest(self.data_dir) == before:
                 break
         self._clear()
         self.builds += 1
-        self.manifest = {name: stamp for name, stamp in before.items() if name not in _LATER_JSONL}
+        self.manifest = {name: stamp for name, stamp in before.items() if _later_kind(name) is None}
         self._read_later_jsonl(before)
         # Records of these kinds come from patterns.yaml and the session files alone.
         self.later_other = {rid for rid, record in snapshot.records.items() if record.kind in _OTHER_KINDS}
         self.later_ids = self.later_jsonl | self.later_other
-        newlines = np.flatnonzero(np.frombuffer(content, dtype=np.uint8) == 10)
+        self.files = list(contents)
+        newlines = {name: np.flatnonzero(np.frombuffer(content, dtype=np.uint8) == 10) for name, content in contents.items()}
         for record in snapshot.of_kind("decision"):
+            name = str(record.source.relative_to(store.data_dir)) if record.source is not None else str(DECISIONS)
+            index, content, breaks = self.files.index(name), contents[name], newlines[name]
             line = record.line or 1
-            start = 0 if line == 1 else int(newlines[line - 2]) + 1
-            end = int(newlines[line - 1]) if line - 1 < len(newlines) else len(content)
-            self._add_entry(record, start, end)
+            start = 0 if line == 1 else int(breaks[line - 2]) + 1
+            end = int(breaks[line - 1]) if line - 1 < len(breaks) else len(content)
+            self._add_entry(record, start, end, index)
         self._csr()
         # Only whole lines: Store.add takes these ids only from a pool that ends on a whole line.
-        self.file_ids = {match.decode() for match in _ID_FIELD.findall(content, 0, content.rfind(b"\n") + 1)}
-        if _DECISIONS in before:
-            self.chains[_DECISIONS] = ([len(content)], _chained(memoryview(content), [len(content)]))
-            self.manifest[_DECISIONS] = [len(content), *before[_DECISIONS][1:]]
+        self.file_ids = {match.decode() for content in contents.values()
+                         for match in _ID_FIELD.findall(content, 0, content.rfind(b"\n") + 1)}  # fmt: skip
+        for name, content in contents.items():
+            if name in before:
+                self.chains[name] = ([len(content)], _chained(memoryview(content), [len(content)]))
+                self.manifest[name] = [len(content), *before[name][1:]]
         self.built, self.saved = True, False
 
     # -- the cache file ----------------------------------------------------------------
@@ -520,13 +566,14 @@ class DecisionPool:
         arrays = {
             "starts": np.asarray(self.starts, dtype=np.int64)[keep], "ends": np.asarray(self.ends, dtype=np.int64)[keep],
             "lengths": np.asarray(self.lengths, dtype=np.int64)[keep], "active": np.asarray(self.active, dtype=bool)[keep],
+            "file": np.asarray(self.entry_file, dtype=np.int32)[keep],
             "offsets": np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]),
             "flat": flat if keep.all() else flat[keep[owner]],
         }  # fmt: skip
         ids = self.ids if keep.all() else [rid for rid, kept in zip(self.ids, keep, strict=True) if kept]
         header = {"format": FORMAT, "data_dir": str(self.data_dir), "manifest": self.manifest,
                   "chains": {name: [bounds, digest.hex()] for name, (bounds, digest) in self.chains.items()},
-                  "ids": ids, "vocab": list(self.vocab), "later_jsonl": list(self.later_jsonl),
+                  "ids": ids, "files": self.files, "vocab": list(self.vocab), "later_jsonl": list(self.later_jsonl),
                   "later_other": list(self.later_other), "file_ids": list(self.file_ids),
                   "sizes": [len(arrays[name]) for name, _ in _ARRAYS]}  # fmt: skip
         body = orjson.dumps(header)
@@ -557,15 +604,18 @@ class DecisionPool:
                 arrays[name] = np.frombuffer(data, dtype=dtype, count=count, offset=at)
                 at += arrays[name].nbytes
             ids = header["ids"]
-            if at != len(data) or not all(len(arrays[n]) == len(ids) for n in ("starts", "ends", "lengths", "active")):
+            if at != len(data) or not all(len(arrays[n]) == len(ids) for n in ("starts", "ends", "lengths", "active", "file")):
                 return False
             if len(arrays["offsets"]) != len(ids) + 1 or int(arrays["offsets"][-1]) != len(arrays["flat"]):
+                return False
+            if len(arrays["file"]) and not 0 <= int(arrays["file"].min()) <= int(arrays["file"].max()) < len(header["files"]):
                 return False
         except (OSError, ValueError, KeyError, TypeError):
             return False
         self._clear()
         self.ids, self.vocab = ids, dict(zip(header["vocab"], range(len(header["vocab"])), strict=True))
         self.starts, self.ends = arrays["starts"].tolist(), arrays["ends"].tolist()
+        self.files, self.entry_file = list(header["files"]), arrays["file"].tolist()
         self.lengths, self.active = arrays["lengths"].tolist(), arrays["active"].astype(bool).tolist()
         self.flat, self.offsets = arrays["flat"].astype(np.int32), arrays["offsets"].astype(np.int64)
         self.position = dict(zip(ids, range(len(ids)), strict=True))
@@ -601,7 +651,7 @@ def pool_for(data_dir: Path, cache_dir: Path | None) -> DecisionPool:
             pool = _POOLS[key] = DecisionPool(key, cache_path(key, cache_dir) if cache_dir is not None else None)
             if pool.cache_file is not None:
                 pool.load(pool.cache_file)
-            watch(key / DECISIONS, pool)
+            watch(key / DECISIONS, pool)  # the decision files' key, sharded or not (Store._watcher)
     return pool
 
 

@@ -38,7 +38,7 @@ from lore.index.freshness import changed_sources, source_manifest
 from lore.index.layout import GenerationMeta, file_sizes
 from lore.index.table import COLUMNS, Table, doc_of, embedding_text, lexical_fields, read_dead, record_hash
 from lore.store.fileio import atomic_write
-from lore.store.layout import DECISIONS, FAILURES, OBSERVATIONS, SIGNALS
+from lore.store.layout import SHARDABLE, jsonl_files, jsonl_kind
 from lore.store.readers import appended_records
 
 if TYPE_CHECKING:
@@ -46,9 +46,6 @@ if TYPE_CHECKING:
     from lore.index.reader import IndexReader
     from lore.store.records import Record
 
-# The JSONL record files and the kind of their records (``Store.load``'s order and kinds).
-JSONL_KINDS = {str(DECISIONS): "decision", str(FAILURES): "failure", str(OBSERVATIONS): "observation",
-               str(SIGNALS): "observation"}  # fmt: skip
 # A delta past this many rows is folded into the base by the next refresh (a full refresh:
 # ~1 s at 10k records); below it every append costs the same small amount.
 DELTA_MIN_LIMIT = 256
@@ -146,6 +143,12 @@ def _inserted_records(path: Path, kind: str, content: bytes, old_size: int,
     return None
 
 
+def _last_file(data_dir: Path, kind: str) -> str | None:
+    """The last file a load reads records of ``kind`` from (relative), of its single file and shards."""
+    files = jsonl_files(data_dir, SHARDABLE[kind])
+    return str(files[-1].relative_to(data_dir)) if files else None
+
+
 def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexReader | None = None, *,
            model: str | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
     """Write a delta segment for records appended since ``meta``; None when the full refresh is needed.
@@ -162,8 +165,10 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
     manifest = source_manifest(data_dir)
     digests = dict(meta.digests)
     appended: list[Record] = []
+    earlier: set[str] = set()
     for relative in changed:
-        if relative not in JSONL_KINDS:
+        kind = jsonl_kind(relative)  # a single JSONL file or one of its month shards, each on its own
+        if kind is None:
             return None
         path = data_dir / relative
         try:
@@ -171,7 +176,7 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
             content = path.read_bytes()
         except OSError:
             return None
-        old_size = meta.sources[relative][0]
+        old_size = meta.sources[relative][0] if relative in meta.sources else 0  # 0: a new month's shard
         if len(content) <= old_size:
             return None  # not an append of whole lines
         # One pass over the file: the old prefix's digest, then the same hash carried on to the
@@ -180,16 +185,19 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
         hashed: Any = None
         if not old_size or content[old_size - 1 : old_size] == b"\n":
             hashed = hashlib.sha256(view[:old_size])
-            if hashed.hexdigest()[:24] != meta.digests.get(relative):
+            if relative in meta.sources and hashed.hexdigest()[:24] != meta.digests.get(relative):
                 hashed = None  # something before the old end changed
         if hashed is not None:
             hashed.update(view[old_size:])
-            found = appended_records(path, JSONL_KINDS[relative], content, old_size)
+            found = appended_records(path, kind, content, old_size)
         else:
-            found = _inserted_records(path, JSONL_KINDS[relative], content, old_size, meta.digests.get(relative))
+            found = _inserted_records(path, kind, content, old_size, meta.digests.get(relative))
             hashed = hashlib.sha256(view)
         if found is None:
             return None
+        if found and kind in SHARDABLE and relative != _last_file(data_dir, kind):
+            # A known id appended to an earlier file than the last of its kind loses to the later one in a load.
+            earlier.update(record.id for _, _, record in found)
         appended.extend(record for _, _, record in found)
         # What was read, stamped with the mtime from before the read: a write after it moves
         # the mtime, so the next freshness check sees it.
@@ -222,6 +230,8 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
     base_rows = {rid: row for row, rid in enumerate(base_ids) if rid is not None and row not in retired}
     delta_rows = {rid: row for row, rid in enumerate(delta.ids)}
     for record in latest.values():
+        if record.id in earlier and (record.id in base_rows or record.id in delta_rows):
+            return None  # which version wins is the load order's: the full refresh reads it
         if graph_index.implicit_edges([record]) or record.id in dangling:
             return None  # the graph would change: the full refresh rebuilds it
         row = base_rows.get(record.id)

@@ -10,7 +10,7 @@ import contextlib
 from pathlib import Path
 
 from lore.index.layout import GenerationMeta, file_digest
-from lore.store.layout import source_files
+from lore.store.layout import jsonl_kind, source_files
 
 MODEL_CHANGED = "embedding model changed"
 OTHER_DATA_DIR = "built for another data dir"
@@ -51,13 +51,22 @@ def staleness(meta: GenerationMeta, data_dir: Path, model: str | None) -> str | 
 
 
 def changed_sources(meta: GenerationMeta, data_dir: Path, *, first_only: bool = False) -> list[str] | None:
-    """The source files whose content differs from the manifest's; None if files were added or removed."""
+    """The source files whose content differs from the manifest's; None if files were added or removed.
+
+    A new JSONL shard (a month's first record: lore.store.layout) is a file that grew from
+    nothing, listed as changed, so its records can go to a delta segment like any append.
+    """
     indexed = meta.sources
     current = source_manifest(data_dir)
-    if set(indexed) != set(current):
+    added = set(current) - set(indexed)
+    if set(indexed) - set(current) or any(jsonl_kind(name) is None for name in added):
         return None
-    changed = []
+    changed = [name for name in current if name in added]
+    if first_only and changed:
+        return changed[:1]
     for name, (size, mtime) in current.items():
+        if name in added:
+            continue
         old = indexed[name]
         if old[0] != size:
             changed.append(name)  # another size is another content: no digest to read (~40 ms at 50k records)

@@ -35,10 +35,16 @@ from lore.store.layout import (
     DECISIONS,
     FAILURES,
     GRAPH,
+    JSONL_SINGLE,
     OBSERVATIONS,
     PATTERNS,
     SESSIONS,
-    SIGNALS,
+    SHARDABLE,
+    SIGNALS,  # noqa: F401  (re-exported: lore.curate.migrate imports it from here)
+    is_sharded,
+    jsonl_files,
+    shard_dir,
+    shard_name,
     source_files,
 )
 from lore.store.readers import FileRead, LoadWarning, read_json, read_jsonl, read_patterns_yaml
@@ -47,16 +53,17 @@ from lore.store.records import (
     SCHEMA_VERSION,
     Record,
     format_time,
+    parse_time,
     record_kind_for_pattern_item,
 )
 from lore.store.validate import check_record
 
 # The kinds patterns.yaml holds (its sections and its items' kind field decide which).
 _PATTERN_KINDS = frozenset({"pattern", "anti_pattern", "lesson"})
-# The JSONL files in the order a load reads them (before patterns.yaml and the session files).
-_JSONL_LOAD_ORDER = (("decision", DECISIONS), ("failure", FAILURES), ("observation", OBSERVATIONS),
-                     ("observation", SIGNALS))  # fmt: skip
-JSONL_FILES = {"decision": DECISIONS, "failure": FAILURES, "observation": OBSERVATIONS}
+# The JSONL files in the order a load reads them (before patterns.yaml and the session files);
+# each is read with its month shards after it (lore.store.layout).
+_JSONL_LOAD_ORDER = JSONL_SINGLE
+JSONL_FILES = SHARDABLE
 PATTERN_SECTIONS = {"pattern": "patterns", "lesson": "patterns", "anti_pattern": "anti_patterns"}
 PATTERNS_HEADER = "# Pattern Learner Database\n"
 _ID_FIELD = re.compile(rb'"id"\s*:\s*"([^"]+)"')
@@ -201,8 +208,13 @@ class Store(GraphFile):
         return source_files(self.data_dir)
 
     # -- init ------------------------------------------------------------------
-    def init(self, *, git: bool = False) -> list[Path]:
-        """Scaffold the layout; never touches files that already exist."""
+    def init(self, *, git: bool = False, shard: bool = False) -> list[Path]:
+        """Scaffold the layout; never touches files that already exist.
+
+        ``shard``: the decisions, failures and observations go to month shards (an empty one for
+        the current month is created, so that git carries the layout to every clone); a data dir
+        that already holds records in the single files is refused (``lore migrate --shard`` splits them).
+        """
         if self.data_dir.exists() and not self.data_dir.is_dir():
             raise DataError(f"{self.data_dir} is a file, not a data directory",
                             hint="choose another --data-dir, or move the file away")  # fmt: skip
@@ -212,9 +224,21 @@ class Store(GraphFile):
             raise DataError(f"cannot create the data directory {self.data_dir}: {error.strerror or error}") from error
         created: list[Path] = []
         with data_lock(self.data_dir):
+            if shard:
+                held = [self.path(r) for r in SHARDABLE.values() if self.path(r).is_file() and self.path(r).stat().st_size]
+                if held and not all(is_sharded(self.data_dir, r) for r in SHARDABLE.values()):
+                    raise UsageError(f"{held[0]} already holds records in the single-file layout",
+                                     hint="`lore migrate --shard` splits them into month shards")  # fmt: skip
             for relative in (DECISIONS, FAILURES, OBSERVATIONS):
                 path = self.path(relative)
-                if not path.exists():
+                if shard:
+                    directory = self.path(shard_dir(relative))
+                    if not directory.is_dir():
+                        directory.mkdir(parents=True)
+                        current = directory / shard_name(self.clock())
+                        current.touch()
+                        created.append(current)
+                elif not path.exists() and not is_sharded(self.data_dir, relative):
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.touch()
                     created.append(path)
@@ -282,10 +306,11 @@ class Store(GraphFile):
         for position, (kind, relative) in enumerate(_JSONL_LOAD_ORDER):
             if position < first:
                 continue
-            read = read_jsonl(self.path(relative))
-            absorb(read)
-            for line, raw in read.items:
-                take(kind, raw, read, line)
+            for path in jsonl_files(self.data_dir, relative):
+                read = read_jsonl(path)
+                absorb(read)
+                for line, raw in read.items:
+                    take(kind, raw, read, line)
 
         if first <= patterns_at:
             read = read_patterns_yaml(self.path(PATTERNS))
@@ -347,9 +372,10 @@ class Store(GraphFile):
             raw.setdefault("schema_version", SCHEMA_VERSION)
             record_id = str(raw["id"])
             if kind in JSONL_FILES:
-                append_line(self.path(JSONL_FILES[kind]), orjson.dumps(raw))
+                target = self.jsonl_target(kind, raw)
+                append_line(target, orjson.dumps(raw))
                 if known is not None:
-                    watcher.appended()
+                    watcher.appended(target)
             elif kind in PATTERN_SECTIONS:
                 self.rewrite_patterns(lambda doc: doc.setdefault(PATTERN_SECTIONS[kind], []).append(raw))
             elif kind == "handoff":
@@ -405,7 +431,7 @@ class Store(GraphFile):
                 record_id = str(raw["id"])
                 ids.add(record_id)
                 if kind in JSONL_FILES:
-                    by_file.setdefault(self.path(JSONL_FILES[kind]), []).append(orjson.dumps(raw))
+                    by_file.setdefault(self.jsonl_target(kind, raw), []).append(orjson.dumps(raw))
                 elif kind in PATTERN_SECTIONS:
                     sections.setdefault(PATTERN_SECTIONS[kind], []).append(raw)
                 elif kind == "handoff":
@@ -429,19 +455,30 @@ class Store(GraphFile):
             self.record_audit_many([audit.AuditEvent(op, r.id, r.project, r.raw) for r in records])
         return records
 
+    def jsonl_target(self, kind: str, raw: dict[str, Any]) -> Path:
+        """The file a new record of ``kind`` is appended to: its single file, or, when the kind is
+        sharded, the shard of the month the record was created in (now, for a record without a time)."""
+        single = JSONL_FILES[kind]
+        if not is_sharded(self.data_dir, single):
+            return self.path(single)
+        created = parse_time(raw.get("timestamp") or raw.get("created_at")) or self.clock()
+        return self.path(shard_dir(single)) / shard_name(created)
+
     def _ids_of_kind_quick(self, kind: str) -> set[str]:
-        """Ids already used in the file a new record of ``kind`` goes to.
+        """Ids already used in the files that hold records of ``kind`` (its single file and its shards).
 
         Appends must stay O(file) rather than O(store): a full load per append
         made 8 concurrent writers spend most of their time parsing.
         """
         if kind in JSONL_FILES:
-            path = self.path(JSONL_FILES[kind])
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                return set()
-            return {m.decode() for m in _ID_FIELD.findall(data)}
+            found: set[str] = set()
+            for path in jsonl_files(self.data_dir, JSONL_FILES[kind]):
+                try:
+                    data = path.read_bytes()
+                except FileNotFoundError:
+                    continue
+                found.update(m.decode() for m in _ID_FIELD.findall(data))
+            return found
         if kind in PATTERN_SECTIONS:
             read = read_patterns_yaml(self.path(PATTERNS))
             return {str(item.get("id")) for _, item in read.items}

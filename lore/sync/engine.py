@@ -21,11 +21,20 @@ from typing import Any
 
 import orjson
 
-from lore.errors import LoreError, UsageError
+from lore.errors import LoreError, UsageError, format_location
 from lore.interpreter import lore_argv
 from lore.settings import DEFAULT_SYNC_PUSH_ATTEMPTS
 from lore.store.fileio import atomic_write, data_lock
-from lore.store.layout import DECISIONS, FAILURES, GRAPH, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
+from lore.store.layout import (
+    DECISIONS,
+    FAILURES,
+    GRAPH,
+    OBSERVATIONS,
+    PATTERNS,
+    SESSIONS,
+    SIGNALS,
+    jsonl_kind,
+)
 from lore.sync import driver
 from lore.sync.git import Git, GitError
 
@@ -94,6 +103,9 @@ class SyncReport:
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     renames: list[dict[str, Any]] = field(default_factory=list)
     outgoing_commits: int = 0
+    # Lines of the JSONL record files this sync brought in or sent that a load skips or warns
+    # about ("path:line: field 'x': message"): kept in the files, named here.
+    warnings: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -103,7 +115,7 @@ class SyncReport:
             "commit": self.commit, "received": self.received.as_json(), "merged": self.merged,
             "rebased": self.rebased, "pushed": self.pushed, "push_attempts": self.push_attempts,
             "backoff_seconds": round(self.backoff_seconds, 3), "repacked": self.repacked, "conflicts": self.conflicts,
-            "renames": self.renames, "outgoing_commits": self.outgoing_commits,
+            "renames": self.renames, "outgoing_commits": self.outgoing_commits, "warnings": self.warnings,
         }  # fmt: skip
 
 
@@ -270,7 +282,7 @@ def _remote_branch(git: Git, remote: str, branch: str) -> str:
 
 def _is_record_path(path: str) -> bool:
     fixed = {p.as_posix() for p in (DECISIONS, PATTERNS, FAILURES, OBSERVATIONS, SIGNALS, GRAPH)}
-    return path in fixed or (path.startswith(SESSIONS.as_posix() + "/") and path.endswith(".json") and path.count("/") == 3)
+    return path in fixed or jsonl_kind(path) is not None or (path.startswith(SESSIONS.as_posix() + "/") and path.endswith(".json") and path.count("/") == 3)
 
 
 def _record_ids_at(git: Git, rev: str | None) -> set[str]:
@@ -359,6 +371,43 @@ def _commit_files(git: Git, rev: str | None, paths: list[str]) -> dict[str, byte
         return dict.fromkeys(paths)
     blobs = git.blobs(rev, paths)
     return {path: blobs.get(path) for path in paths}
+
+
+def bad_lines(git: Git, old: str | None, new: str) -> list[str]:
+    """The lines of the JSONL record files commit ``new`` changed since ``old`` that a load skips or warns about.
+
+    A malformed line from another clone is merged as text (nothing is dropped) and ``Store.load``
+    reads the other records around it; this names it (file, line, field) for whoever syncs it.
+    For a file that only grew, only the appended lines are parsed.
+    """
+    from lore.store.readers import FileRead, parse_jsonl
+    from lore.store.validate import check_record
+
+    changed = git.out("diff", "--name-only", "-z", "--no-renames", old, new).split("\0") if old else git.tree_files(new)
+    paths = [p for p in changed if p and jsonl_kind(p) is not None]  # old None: every record file of ``new``
+    if not paths:
+        return []
+    before, after = _commit_files(git, old, paths), _commit_files(git, new, paths)
+    found: list[str] = []
+    for path in paths:
+        data = after.get(path)
+        if not data:
+            continue
+        tail = appended_tail(before.get(path), data)
+        offset = 0
+        if tail is not None:
+            offset, data = (before.get(path) or b"").count(b"\n"), tail
+        read = parse_jsonl(FileRead(Path(path)), data)
+        kind = jsonl_kind(path) or "observation"
+        warnings = [(w.line, w.field, w.message) for w in read.warnings]
+        for line, raw in read.items:
+            if not isinstance(raw.get("id"), str) or not str(raw.get("id")).strip():
+                warnings.append((line, "id", "missing or not text; record skipped"))
+                continue
+            warnings.extend((line, name, message) for name, message in check_record(kind, raw))
+        for line, name, message in sorted(warnings, key=lambda w: (w[0] or 0)):
+            found.append(format_location(path, None if line is None else line + offset, name) + message)
+    return found
 
 
 def changes_between(git: Git, old: str | None, new: str) -> Changes:
@@ -637,8 +686,9 @@ def _rebased_entries(git: Git, base: str, head: str, theirs: str) -> dict[str, E
         bases, ours, theirs_blobs = git.blobs(base, both), git.blobs(head, both), git.blobs(theirs, both)
         for path in both:
             their_data = theirs_blobs.get(path)
-            our_tail = appended_tail(bases.get(path), ours.get(path))
-            their_tail = appended_tail(bases.get(path), their_data)
+            base_data = bases.get(path, b"")  # absent at the base: a month's shard both sides began
+            our_tail = appended_tail(base_data, ours.get(path))
+            their_tail = appended_tail(base_data, their_data)
             if our_tail is None or their_tail is None or their_data is None:
                 return None
             if their_data and not their_data.endswith(b"\n"):
@@ -797,6 +847,9 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
         report.backoff_seconds += _backoff(attempt, jitter)
     if git.head() != start_head:
         report.repacked = _keep_packed(git)
+        end_head = git.head()
+        if end_head is not None and start_head is not None:  # not a whole store at once (3.4 s at 50k): `lore doctor`'s
+            report.warnings = bad_lines(git, start_head, end_head)
     if git.config_get(f"branch.{branch}.remote") is None:
         git.run("config", f"branch.{branch}.remote", chosen)
         git.run("config", f"branch.{branch}.merge", f"refs/heads/{target}")

@@ -44,8 +44,21 @@ _EPOCH = "0000"
 _HEX_TAIL = re.compile(r"^(.*-)([0-9a-f]+)$")
 _HEADER_COMMENT = re.compile(r"\A((?:[ \t]*#.*\n|[ \t]*\n)*)")
 PATTERN_SECTIONS = ("patterns", "anti_patterns")
-JSONL_KINDS = {"decisions.jsonl": "decision", "failures.jsonl": "failure", "observations.jsonl": "observation",
-               "signals.jsonl": "observation"}  # fmt: skip
+
+
+def jsonl_default_kind(path: str) -> str:
+    """The kind of a JSONL file's records whose id does not tell: by the file's name, or its folder's for a month shard.
+
+    By name, not by the whole path: a data dir inside a project's repository has a prefix.
+    """
+    parent, _, name = path.rpartition("/")
+    folder = parent.rpartition("/")[2]
+    return _JSONL_NAMES.get(name) or _SHARD_FOLDERS.get(folder) or "observation"
+
+
+_JSONL_NAMES = {"decisions.jsonl": "decision", "failures.jsonl": "failure", "observations.jsonl": "observation",
+                "signals.jsonl": "observation"}  # fmt: skip
+_SHARD_FOLDERS = {"decisions": "decision", "failures": "failure", "observations": "observation"}
 
 
 class MergeParseError(Exception):
@@ -461,7 +474,7 @@ def jsonl_keys(data: bytes) -> list[str]:
 
 
 def merge_jsonl(base: bytes, ours: bytes, theirs: bytes, path: str, notes: Notes) -> bytes:
-    default_kind = JSONL_KINDS.get(path.rsplit("/", 1)[-1], "observation")
+    default_kind = jsonl_default_kind(path)
 
     def kind_of(raw: dict[str, Any]) -> str:
         return kind_from_id(str(raw.get("id", ""))) or default_kind
@@ -715,7 +728,7 @@ def record_versions(path: str, data: bytes | None) -> dict[str, tuple[str, Any]]
     name = path.rsplit("/", 1)[-1]
     found: dict[str, tuple[str, Any]] = {}
     if name.endswith(".jsonl"):
-        default_kind = JSONL_KINDS.get(name, "observation")
+        default_kind = jsonl_default_kind(path)
         for key, line in _jsonl_entries(data):
             if not key.startswith("\x00"):
                 found[key] = (kind_from_id(key) or default_kind, line)
