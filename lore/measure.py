@@ -111,6 +111,8 @@ SEARCH = "lore search (in process)"
 FLOOR = "python -c pass"
 HOOK_COLD = "lore hook prompt (cold)"
 HOOK_WARM = "lore hook prompt (warm helper)"
+HOOK_TRIVIAL = "lore hook prompt (warm helper, a trivial prompt)"
+TRIVIAL_PROMPT = "thanks"  # refused before any index file is opened: what it costs beyond starting Python
 INDEX_FIRST = "lore index (first run on the copy)"
 INDEX_NOOP = "lore index (no-op)"
 QUERIES = 5
@@ -240,15 +242,21 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
 
         floors: list[float] = []  # `python -c pass`, once in every round of either hook
 
+        trivial: list[Sample] = []
+
         def rounds(name: str, command_env: dict[str, str]) -> list[Sample]:
             taken = []
             for i in range(runs + 1):  # round 0 is the warm-up
                 query = queries[i % len(queries)]
                 floor = run_once(PYTHON_PASS, command_env, cwd)
                 sample = run_once([*lore, "hook", "prompt"], command_env, cwd, hook_event(query, cwd))
+                if name == HOOK_WARM:
+                    short = run_once([*lore, "hook", "prompt"], command_env, cwd, hook_event(TRIVIAL_PROMPT, cwd))
                 if i > 0:
                     floors.append(floor.ms)
                     taken.append(sample)
+                    if name == HOOK_WARM:
+                        trivial.append(short)
                 progress(f"{name}: round {i}/{runs}")
             return taken
 
@@ -271,6 +279,7 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
         timings[HOOK_COLD] = _timed(cold, floor)
         if warm:
             timings[HOOK_WARM] = _timed(warm, floor)
+            timings[HOOK_TRIVIAL] = _timed(trivial, floor)
         if not _has_bytecode() and os.environ.get("PYTHONDONTWRITEBYTECODE"):
             result["notes"].append("lore's modules have no bytecode and PYTHONDONTWRITEBYTECODE is set: every lore "
                                    "process compiles them first (a wheel installed by pip has it)")  # fmt: skip

@@ -16,7 +16,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from lore.measure import FLOOR, HOOK_COLD, HOOK_WARM, INDEX_FIRST, INDEX_NOOP, SEARCH, sample_queries
+from lore.measure import (
+    FLOOR,
+    HOOK_COLD,
+    HOOK_TRIVIAL,
+    HOOK_WARM,
+    INDEX_FIRST,
+    INDEX_NOOP,
+    SEARCH,
+    sample_queries,
+)
 
 FIGURES = {"p50", "p95", "min", "max", "n"}
 PROCESS_FIGURES = FIGURES | {"ratio_to_python", "p95_ratio_to_python", "failures", "injected_share"}
@@ -123,8 +132,11 @@ def test_with_the_helper_on_the_warm_hook_is_timed_on_a_helper_of_its_own(indexe
     assert tree(*user_dirs()) == before
     assert list(private_tmp.iterdir()) == []  # the helper was stopped and its dirs removed
     timings = got["timings"]
-    assert set(timings) == {SEARCH, FLOOR, HOOK_COLD, HOOK_WARM, INDEX_FIRST, INDEX_NOOP}, got["notes"]
+    assert set(timings) == {SEARCH, FLOOR, HOOK_COLD, HOOK_WARM, HOOK_TRIVIAL, INDEX_FIRST, INDEX_NOOP}, got["notes"]
     assert set(timings[HOOK_WARM]) == PROCESS_FIGURES and timings[HOOK_WARM]["n"] == 2
+    # The trivial prompt is refused before any search: it injects nothing, and fails nothing.
+    assert timings[HOOK_TRIVIAL]["n"] == 2 and timings[HOOK_TRIVIAL]["failures"] == 0
+    assert timings[HOOK_TRIVIAL]["injected_share"] == 0
     assert timings[HOOK_WARM]["failures"] == 0 and timings[FLOOR]["n"] == 4  # a floor beside each hook round
     assert not any("warm helper" in note for note in got["notes"])
 

@@ -11,6 +11,7 @@ from lore.cli.base import app, state
 
 # The table's rows, in the order a user meets them.
 _ROWS = ("lore search (in process)", "python -c pass", "lore hook prompt (cold)", "lore hook prompt (warm helper)",
+         "lore hook prompt (warm helper, a trivial prompt)",
          "lore index (first run on the copy)", "lore index (no-op)")  # fmt: skip
 
 
