@@ -180,9 +180,6 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S, commands: Any = None) -> int:
 
     rss_limit = settings.server_max_rss_bytes
     pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
-    from lore import capture
-
-    capture.SAVE_POOL_AFTER_WRITE = False  # saved between requests instead (after_writes)
     written: float | None = None  # when the helper last ran a write whose after-work is pending
 
     def after_writes() -> None:
@@ -553,7 +550,7 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any =
             # `lore search` / `lore context` from a terminal (lore.agent.remote): the CLI's output.
             from lore.agent.remote import answer
 
-            reply = answer(session, request)
+            reply = answer(session, request, data_dir, _COMMANDS.run_parsed if _COMMANDS is not None else None)
         elif reader is None or reader.meta.data_dir != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:
@@ -606,7 +603,9 @@ def _run_for_client(conn: socket.socket, request: dict[str, Any], data_dir: str)
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         try:
-            reply = run_command(request, data_dir, _COMMANDS.run_parsed) if _COMMANDS is not None else {"ok": True, "declined": True}
+            # The pool is saved between requests instead (after_writes), not after each write.
+            reply = (run_command(request, data_dir, _COMMANDS.run_parsed, save_pool=False) if _COMMANDS is not None
+                     else {"ok": True, "declined": True})  # fmt: skip
             answer = json.dumps(reply).encode() + b"\n"
         except Exception as exc:
             # Maybe run, maybe not: never "declined", which would make the client run it again.

@@ -53,7 +53,7 @@ def index_main(
     from lore.index.manager import IndexManager
 
     st = state(ctx)
-    manager = IndexManager(st.locations, st.store())
+    manager = IndexManager(st.locations, st.store)
     progress, stop = terminal_progress()
     try:
         report = manager.build(rebuild=rebuild, progress=progress)
@@ -87,7 +87,7 @@ def index_status(
     from lore.index.manager import IndexManager
 
     st = state(ctx)
-    status = IndexManager(st.locations, st.store()).status()
+    status = IndexManager(st.locations, st.store).status()
     meta = status.meta
     payload: dict[str, Any] = {
         "index_dir": str(status.index_dir),

@@ -23,7 +23,7 @@ appended (``appended``): nothing is hashed again then.
 
 A long-lived process (the warm helper, the MCP server, a ``Lore``) keeps its pool in
 memory (``pool_for``); a CLI process loads it from a cache file (``cache_path``) and saves
-it after its write (``lore.capture.SAVE_POOL_AFTER_WRITE``), so the next process finds it current.
+it after its write (``lore.capture.WriteOptions.save_pool``), so the next process finds it current.
 """
 
 from __future__ import annotations
