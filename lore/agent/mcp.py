@@ -314,11 +314,21 @@ class LoreMCP:
 
 
 def build_server(lore: LoreMCP) -> Any:
-    """The SDK server with lore's tools registered on it."""
+    """The SDK server with lore's tools registered on it (in the order ``tools/list`` gives them)."""
     kwargs: dict[str, Any] = {"instructions": INSTRUCTIONS, "log_level": "WARNING"}
     if _ServerClass.__name__ == "MCPServer":
         kwargs["version"] = __version__
     server = _ServerClass(SERVER_NAME, **kwargs)
+    _read_tools(server, lore)
+    _write_tools(server, lore)
+    _handoff_tool(server, lore)
+    _graph_tools(server, lore)
+    _review_tools(server, lore)
+    return server
+
+
+def _read_tools(server: Any, lore: LoreMCP) -> None:
+    """The tools that read: ``search``, ``context``, ``show``."""
     types = ", ".join(k.replace("_", "-") for k in KINDS)
 
     @server.tool(
@@ -380,6 +390,9 @@ def build_server(lore: LoreMCP) -> Any:
     def show(id: RecordId) -> CallToolResult:
         return lore.call(lambda: lore.show(id))
 
+
+def _write_tools(server: Any, lore: LoreMCP) -> None:
+    """The duplicate-checked tools that store a record: ``remember``, ``learn``."""
     @server.tool(
         name="remember",
         title="Record a decision",
@@ -440,6 +453,9 @@ def build_server(lore: LoreMCP) -> Any:
             solution=solution, category=category, tags=tags, options=lore.write_options(),
         ), "Learned", verbose))  # fmt: skip
 
+
+def _handoff_tool(server: Any, lore: LoreMCP) -> None:
+    """The tool that leaves a handoff: ``handoff``."""
     @server.tool(
         name="handoff",
         title="Leave a session handoff",
@@ -465,6 +481,9 @@ def build_server(lore: LoreMCP) -> Any:
             questions=questions, options=WriteOptions(check_duplicates=False),
         ), "Handed off", verbose))  # fmt: skip
 
+
+def _graph_tools(server: Any, lore: LoreMCP) -> None:
+    """The tools over records' edges: ``link``, ``graph_neighbors``."""
     @server.tool(
         name="link",
         title="Link two records",
@@ -499,6 +518,9 @@ def build_server(lore: LoreMCP) -> Any:
     ) -> CallToolResult:
         return lore.call(lambda: lore.graph_neighbors(id, depth, verbose))
 
+
+def _review_tools(server: Any, lore: LoreMCP) -> None:
+    """The review inbox: ``inbox``."""
     @server.tool(
         name="inbox",
         title="Review captured candidates",
@@ -516,8 +538,6 @@ def build_server(lore: LoreMCP) -> Any:
         verbose: VerboseArg = False,
     ) -> CallToolResult:
         return lore.call(lambda: lore.inbox(action, ids, verbose))
-
-    return server
 
 
 # How long a SIGINT/SIGTERM waits for a tool call in progress (a write holding the data-dir

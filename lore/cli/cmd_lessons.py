@@ -49,9 +49,8 @@ def _notices(notices: list[str], record_id: str, redactions: list[str]) -> None:
 def lesson(
     ctx: typer.Context,
     situation: str | None = typer.Option(None, "--situation", help="What was going on when it went wrong."),
-    error_pattern: str | None = typer.Option(
-        None, "--error-pattern", help="The error, as it shows (with --scope, the lesson's identity)."
-    ),
+    error_pattern: str | None = typer.Option(None, "--error-pattern",
+                                             help="The error, as it shows (with --scope, the lesson's identity)."),
     oversight: str | None = typer.Option(None, "--oversight", help="What was missed."),
     fix: str | None = typer.Option(None, "--fix", help="What fixed it."),
     rule: str | None = typer.Option(None, "--rule", help="The rule that prevents it next time."),
