@@ -96,6 +96,7 @@ def llm_script(tmp_path: Path) -> str:
 
 
 def test_the_helper_answers_every_option_as_the_cli(demo_helper: Locations, tmp_path: Path, llm_script: str) -> None:
+    answered(demo_helper, 1)  # the fixture's readiness ping, counted once its status is written
     cwd = tmp_path / "asking"
     cwd.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "LORE_LLM_CMD"}
