@@ -136,9 +136,9 @@ class LoreMCP:
     def store(self) -> Any:
         return self.memory.store_for("mcp")
 
-    def write_options(self) -> Any:
-        """The duplicate-checked writes' options: the configured model embeds for the semantic check."""
-        return self.memory.write_options()
+    def write_options(self, **options: Any) -> Any:
+        """A write's options (the configured model embeds for the duplicate check's semantic part)."""
+        return self.memory.write_options(**options)
 
     def call(self, work: Callable[[], CallToolResult]) -> CallToolResult:
         """Run a tool body: serialised, stdout kept off the wire, LoreError -> error result."""
@@ -474,11 +474,10 @@ def _handoff_tool(server: Any, lore: LoreMCP) -> None:
         verbose: VerboseArg = False,
     ) -> CallToolResult:
         from lore import capture
-        from lore.capture import WriteOptions
 
         return lore.call(lambda: lore.written(capture.handoff(
             lore.store(), text, project=lore.project(project), next_steps=next_steps, blockers=blockers,
-            questions=questions, options=WriteOptions(check_duplicates=False),
+            questions=questions, options=lore.write_options(check_duplicates=False),
         ), "Handed off", verbose))  # fmt: skip
 
 

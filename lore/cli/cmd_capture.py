@@ -154,7 +154,7 @@ def handoff(
     st = state(ctx)
     result = capture.handoff(
         st.store, text, project=st.current_project(), next_steps=next_step, blockers=blocker,
-        questions=question, related_ids=related, options=capture.WriteOptions(redact=not no_redact, check_duplicates=False),
+        questions=question, related_ids=related, options=st.write_options(redact=not no_redact, check_duplicates=False),
     )  # fmt: skip
     _emit(result, as_json, "Handed off")
 
@@ -171,7 +171,7 @@ def fail(
     """Record a failure."""
     st = state(ctx)
     result = capture.fail(st.store, error_type, message, project=st.current_project(), tool=tool,
-                          options=capture.WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
+                          options=st.write_options(redact=not no_redact, check_duplicates=False))  # fmt: skip
     _emit(result, as_json, "Recorded")
 
 
@@ -186,7 +186,7 @@ def observe(
     """Record an observation (scratch notes; they decay faster in search)."""
     st = state(ctx)
     result = capture.observe(st.store, text, project=st.current_project(), tags=tag,
-                             options=capture.WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
+                             options=st.write_options(redact=not no_redact, check_duplicates=False))  # fmt: skip
     _emit(result, as_json, "Observed")
 
 

@@ -57,11 +57,9 @@ def index_main(
     progress, stop = terminal_progress()
     try:
         report = manager.build(rebuild=rebuild, progress=progress)
-        from lore.search import SearchSession
-
         # What the store gives prompts it cannot answer, beside the index: the prompt hook's decision
         # reads its evidence on this scale from the first prompt (lore.rank.null).
-        SearchSession(st.locations).ensure_null()
+        st.search_session().ensure_null()
     finally:
         stop()
     for warning in report.warnings:
