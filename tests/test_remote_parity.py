@@ -38,9 +38,15 @@ CASES: list[list[str]] = [
     ["context", QUERY, "--format", "compact", "--max-items", "2", "--budget-tokens", "60"],
     ["-P", "infra", "context", QUERY, "--format", "json", "--max-items", "3"],
     ["context", "zebra crossing quantum pastry", "--format", "markdown", "--gap-line"],
+    # The rest of the options, at once (none of them was answered by the helper before it parsed with the CLI).
+    ["search", QUERY, "--since", "3650d", "--until", "2100-01-01", "--channels", "bm25,vector,hyde",
+     "--weights", "vector=1,bm25=0.5", "--fusion", "rrf", "--diversity", "--disable", "decay", "--all",
+     "--intent", "debug", "--in-project", "billing-api", "--tag", "payments", "--json"],
+    ["context", QUERY, "--graph-depth", "2", "--all", "--synthesize", "--format", "json"],
 ]
 # With LORE_LLM_CMD set, the HyDE channel searches with the command's answer as well (cases of CASES).
-LLM_CASES: list[list[str]] = [["search", QUERY, "--json", "-n", "5", "--explain"], ["context", QUERY]]
+LLM_CASES: list[list[str]] = [["search", QUERY, "--json", "-n", "5", "--explain"], ["context", QUERY],
+                              ["context", QUERY, "--graph-depth", "2", "--all", "--synthesize", "--format", "json"]]
 DIRECT = "import sys\nfrom lore.cli.app import run\nsys.exit(run(sys.argv[1:]))\n"
 
 
