@@ -22,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 from lore.errors import LoreWarning, NotFoundError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from datetime import datetime
 
-    from lore.capture import WriteResult
-    from lore.context import ContextBlock
+    from lore.capture import WriteOptions, WriteResult
+    from lore.context import ContextBlock, Profile
+    from lore.index.manager import Progress
     from lore.paths import Locations
+    from lore.rank.options import SearchOptions
     from lore.rank.pipeline import SearchResponse
     from lore.rank.stages import Candidate as SearchHit
     from lore.search import SearchSession
@@ -53,6 +55,8 @@ _WRITERS = {
     "observation": ("observe", "content"),
 }
 _WRITE_OPTIONS = ("redact", "force", "merge")
+# The settings naming directories: relative ones start from the memory's working directory.
+_DIRECTORIES = ("data_dir", "index_dir", "state_dir", "cache_dir")
 
 
 # The response types are the search pipeline's own (one type for every surface): a
@@ -83,18 +87,49 @@ class Lore:
     """
 
     def __init__(self, data_dir: str | Path | None = None, index_dir: str | Path | None = None,
-                 project: str | None = None, *, actor: str | None = None,
-                 settings: Settings | None = None) -> None:  # fmt: skip
-        from lore.settings import Settings
+                 project: str | None = None, *, actor: str | None = None, settings: Settings | None = None,
+                 environ: Mapping[str, str] | None = None, cwd: str | Path | None = None, channel: str = "api",
+                 debug: bool = False, session: SearchSession | None = None, terminal: Mapping[str, str] | None = None,
+                 locations: Locations | None = None, save_pool: bool = True,
+                 read_settings: bool = True) -> None:  # fmt: skip
+        """The surfaces' keywords (the CLI, the warm helper running a command for a ``lore`` process):
 
-        self.settings = settings if settings is not None else Settings.from_env()
-        self._data_dir = data_dir
-        self._index_dir = index_dir
-        self._project = project
+        ``environ`` is the environment the settings are read from (default ``os.environ``) and
+        ``cwd`` the working directory the project is detected in and relative paths start from
+        (default the process's): the helper passes its client's, and swaps neither. ``channel``
+        names the surface in the audit log's default actor. ``session`` is a warm search session
+        to serve from (the helper's). ``terminal`` is the environment of the terminal a renderer draws
+        for (what rich reads, ``LORE_TERMINAL_WIDTH`` its width; None: this process's own). ``read_settings=False`` defers reading the settings to their
+        first use (the CLI: ``lore hook ...`` must exit 0 whatever the environment holds).
+        """
+        self._settings = settings
+        self._environ = environ
+        self.cwd = Path(cwd) if cwd is not None else None
+        self.channel = channel
+        self.debug = debug
+        self.terminal = terminal
+        self.given_data_dir = data_dir
+        self.given_index_dir = index_dir
+        self.given_project = project
         self._actor = actor
-        self._locations: Locations | None = None
+        self._project: str | None = None
+        self._locations: Locations | None = locations
+        self._given_locations = locations
         self._store: Store | None = None
+        self._shared_session = session
+        self.save_pool = save_pool
         self._session: SearchSession | None = None
+        if read_settings:
+            _ = self.settings
+
+    @property
+    def settings(self) -> Settings:
+        """The ``LORE_*`` settings, read from ``environ`` and checked once (a bad value is a ``UsageError``)."""
+        if self._settings is None:
+            from lore.settings import Settings
+
+            self._settings = Settings.from_env(self._environ)
+        return self._settings
 
     def __repr__(self) -> str:
         return f"Lore(data_dir={str(self.data_dir)!r})"
@@ -105,8 +140,20 @@ class Lore:
         if self._locations is None:
             from lore.paths import Locations
 
-            self._locations = Locations.resolve(self._data_dir, self._index_dir, self.settings)
+            settings, data_dir, index_dir = self.settings, self.given_data_dir, self.given_index_dir
+            if self.cwd is not None:  # relative to the asking process's directory, not this one's
+                data_dir, index_dir = self._from_cwd(data_dir), self._from_cwd(index_dir)
+                moved: dict[str, Any] = {name: self._from_cwd(getattr(settings, name)) for name in _DIRECTORIES}
+                settings = settings._replace(**moved)
+            self._locations = Locations.resolve(data_dir, index_dir, settings)
         return self._locations
+
+    def _from_cwd(self, path: str | Path | None) -> str | None:
+        import os
+
+        if not path:
+            return None
+        return os.path.join(str(self.cwd), os.path.expanduser(str(path)))
 
     @property
     def data_dir(self) -> Path:
@@ -118,24 +165,35 @@ class Lore:
 
     @property
     def project(self) -> str:
+        """The project new records belong to and searches favour: the one given, else detected from ``cwd``."""
         if self._project is None:
-            from lore.project import detect_project
-
-            self._project = detect_project()
+            self._project = self.current_project()
         return self._project
+
+    def current_project(self, cwd: Path | None = None) -> str:
+        """The project given, else the one detected from ``cwd`` (default: this memory's working directory)."""
+        if self.given_project:
+            return self.given_project
+        from lore.project import detect_project
+
+        return detect_project(cwd if cwd is not None else self.cwd)
 
     @property
     def store(self) -> Store:
         if self._store is None:
-            from lore.store import Store
-            from lore.store.audit import default_actor
-
-            # As the CLI: only the default data dir is created on a first write; a named one
-            # that does not exist is more likely a typo.
-            default = self._data_dir is None and not self.settings.data_dir
-            actor = self._actor or self.settings.actor or default_actor("api")
-            self._store = Store(self.data_dir, actor=actor, create_missing=default)
+            self._store = self.store_for(self.channel)
         return self._store
+
+    def store_for(self, channel: str) -> Store:
+        """A store whose audit entries name ``channel`` unless an actor is set (``actor=``, ``LORE_ACTOR``)."""
+        from lore.store import Store
+        from lore.store.audit import default_actor
+
+        # Only the default data dir is created on a first write: a --data-dir or LORE_DATA_DIR
+        # that does not exist is more likely a typo than a wish for a new store.
+        default = self.given_data_dir is None and self._given_locations is None and not self.settings.data_dir
+        actor = self._actor or self.settings.actor or default_actor(channel)
+        return Store(self.data_dir, actor=actor, create_missing=default)
 
     def init(self) -> list[Path]:
         """Create the data dir in the original Lore layout (existing files are kept); the files created."""
@@ -174,13 +232,19 @@ class Lore:
         if force and merge:
             raise UsageError("force and merge exclude each other")
         _check_fields(writer, fields, kind, _WRITE_OPTIONS)
-        options = capture.WriteOptions.configured(self.settings, redact=redact, force=force, merge=merge,
-                                                  check_duplicates=kind in ("decision", "pattern", "anti_pattern"))
+        options = self.write_options(redact=redact, force=force, merge=merge,
+                                     check_duplicates=kind in ("decision", "pattern", "anti_pattern"))
         result = writer(self.store, project=self.project, options=options, **fields)
         _warn(result.notices, result.record.id)
         return result.record
 
     ingest = add
+
+    def write_options(self, **options: Any) -> WriteOptions:
+        """A write's options (``lore.capture.WriteOptions``) with this memory's model, write-check cache and pool saving."""
+        from lore.capture import WriteOptions
+
+        return WriteOptions.configured(self.settings, save_pool=self.save_pool, **options)
 
     def retract(self, record_id: str, reason: str) -> Record:
         """Hide a record from search, keeping it in its file with the reason (``restore`` undoes it)."""
@@ -263,25 +327,43 @@ class Lore:
 
     def context(self, query: str, budget_tokens: int = 500, max_items: int = 5) -> ContextBlock:
         """The agent-ready block of the most relevant memories within a token budget (as `lore context`)."""
-        from lore.context import TERMINAL, asked, context_for
+        from lore.context import TERMINAL, asked
 
         if budget_tokens < 10 or max_items < 1:
             raise UsageError("budget_tokens must be at least 10 and max_items at least 1")
         # A context block is what an agent is handed: candidates awaiting review never go in it.
         options = self._options(query, {"limit": max_items, "graph_depth": 1, "include_candidates": False})
-        return context_for(self._open_session(), query, options, asked(TERMINAL, budget_tokens, max_items),
-                           project=self.project, policy=self.settings.index_refresh)  # fmt: skip
+        return self.run_context(query, options, asked(TERMINAL, budget_tokens, max_items))
 
-    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> SearchResponse:
+    # -- the recipes every surface runs (the CLI, MCP, the warm helper, the UI) ---------------
+    def search_options(self, **options: Any) -> SearchOptions:
+        """``lore.search.search_options`` for this memory's project (the one searches favour)."""
+        from lore.search import search_options
+
+        return search_options(**options, current_project=self.project)
+
+    def run_search(self, query: str, options: SearchOptions, *, log_access: bool = True,
+                   progress: Progress | None = None) -> SearchResponse:  # fmt: skip
+        """The search recipe: ``options`` (``search_options``) over this memory's session and refresh policy."""
         from lore.search import search
 
-        opts = self._options(query, options)
-        return search(self._open_session(), query, opts, policy=self.settings.index_refresh, log_access=log_access)
+        keywords: dict[str, Any] = {} if progress is None else {"progress": progress}
+        return search(self.search_session(), query, options, policy=self.settings.index_refresh,
+                      log_access=log_access, **keywords)  # fmt: skip
+
+    def run_context(self, query: str, options: SearchOptions, profile: Profile) -> ContextBlock:
+        """The context recipe (``lore.context.context_for``) for a surface's ``profile``, over this memory's session."""
+        from lore.context import context_for
+
+        return context_for(self.search_session(), query, options, profile, project=self.project,
+                           policy=self.settings.index_refresh)  # fmt: skip
+
+    def _search(self, query: str, options: dict[str, Any], log_access: bool = True) -> SearchResponse:
+        return self.run_search(query, self._options(query, options), log_access=log_access)
 
     def _options(self, query: str, options: dict[str, Any]) -> Any:
         """The search options for ``options`` (``SEARCH_OPTIONS``), checked; the data dir must exist."""
         from lore.paths import require_data_dir
-        from lore.search import search_options
 
         if not query.strip():
             raise UsageError("the query is empty")
@@ -289,14 +371,25 @@ class Lore:
         if unknown:
             raise UsageError(f"unknown search option {unknown[0]!r}", hint="options: " + ", ".join(sorted(SEARCH_OPTIONS)))
         require_data_dir(self.data_dir)
-        opts = search_options(**options, current_project=self.project)
+        opts = self.search_options(**options)
         return opts._replace(retrieval_limit=max(opts.retrieval_limit, opts.limit))
 
     def _open_session(self) -> Any:
-        from lore.search import SearchSession
+        return self.search_session()
 
+    def search_session(self) -> SearchSession:
+        """The search session this memory searches with: its own, or the warm one it was given, with its
+        ``llm_cmd`` (the given session's index, encoder and access counts, shared, when only that differs)."""
         if self._session is None:
-            self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
+            import dataclasses
+
+            from lore.search import SearchSession
+
+            shared, llm_cmd = self._shared_session, self.settings.llm_cmd
+            if shared is None:
+                self._session = SearchSession(self.locations, llm_cmd=llm_cmd)
+            else:
+                self._session = shared if shared.llm_cmd == llm_cmd else dataclasses.replace(shared, llm_cmd=llm_cmd)
         return self._session
 
     # -- capture from sessions ------------------------------------------------------------
@@ -310,7 +403,7 @@ class Lore:
         """
         from lore.sessions.pipeline import capture_session
 
-        return capture_session(self.store, path, project=self._project, session_id=session_id, method=method,
+        return capture_session(self.store, path, project=self.given_project, session_id=session_id, method=method,
                                dry_run=dry_run, settings=self.settings)  # fmt: skip
 
     # -- lessons (docs/lessons.md) -------------------------------------------------------
@@ -404,8 +497,8 @@ class Lore:
 
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the open index (a later search opens it again)."""
-        if self._session is not None and self._session.reader is not None:
+        """Release the open index (a later search opens it again); a warm session it was given stays open."""
+        if self._session is not None and self._shared_session is None and self._session.reader is not None:
             self._session.reader.close()
         self._session = None
 

@@ -80,15 +80,6 @@ def _confidence(value: float | None, default: float = 0.8) -> float:
     return value
 
 
-
-
-# Whether a decision's write saves the duplicate check's pool (lore.curate.pool) for the next
-# process: a CLI process's does. A long-lived one (the warm helper, the MCP server) keeps its
-# pool in memory, turns this off and saves between requests or when it ends (~5 ms at 10,000
-# decisions, a write's own time otherwise).
-SAVE_POOL_AFTER_WRITE = True
-
-
 @dataclass
 class WriteOptions:
     redact: bool = True
@@ -97,6 +88,11 @@ class WriteOptions:
     check_duplicates: bool = True
     embed_model: str | None = None  # the duplicate check's model: Settings.embed_model (None: the bundled one)
     pool_cache: Path | None = None  # where the check's pool is kept between processes (paths.write_check_dir)
+    # Whether a decision's write saves the duplicate check's pool (lore.curate.pool) for the next
+    # process: a CLI process's does. A long-lived one (the warm helper, the MCP server) keeps its
+    # pool in memory and saves it between requests or when it ends (~5 ms at 10,000 decisions,
+    # a write's own time otherwise): ``Lore(save_pool=False)``.
+    save_pool: bool = True
 
     @classmethod
     def configured(cls, settings: Settings, **options: Any) -> WriteOptions:
@@ -123,7 +119,7 @@ def store_record(store: Store, kind: str, raw: dict[str, Any], scrubber: Scrubbe
             notices.extend(outcome.notices)
         record = store.add(kind, raw, op=op)
     finally:
-        if options.check_duplicates and kind == "decision" and SAVE_POOL_AFTER_WRITE:
+        if options.check_duplicates and kind == "decision" and options.save_pool:
             # The decisions the check read, with this write: the next process starts from them.
             from lore.curate.pool import save
 

@@ -162,6 +162,59 @@ def _has_bytecode() -> bool:
     return Path(importlib.util.cache_from_source(str(Path(lore.__file__)))).exists()
 
 
+def _time_index(lore: list[str], env: dict[str, str], cwd: Path, runs: int) -> dict[str, Any]:
+    """``lore index`` on the copy: its first run (which brings the copied index up to date), then runs with nothing to do."""
+    first = run_once([*lore, "index", "--json"], env, cwd)
+    if first.returncode != 0:
+        from lore.errors import LoreError
+
+        raise LoreError(f"`lore index` exited {first.returncode} on the temporary copy of the index",
+                        hint="run `lore index` and `lore doctor` to see why")  # fmt: skip
+    mode = json.loads(first.stdout).get("mode")
+    noop = [run_once([*lore, "index", "--json"], env, cwd) for _ in range(min(runs, 3))]
+    return {INDEX_FIRST: {**summary([first.ms]), "mode": mode}, INDEX_NOOP: summary([s.ms for s in noop])}
+
+
+def _time_searches(locations: Locations, queries: list[str], runs: int) -> tuple[float, list[float]]:
+    """In process: the first search's ms (it opens the index and loads the model), then each of ``runs`` rounds of
+    ``queries``' ms."""
+    from lore.search import SearchSession, search, search_options
+
+    session = SearchSession(locations)
+    options = search_options(limit=10, include_candidates=True, phrases="filter")
+    started = time.perf_counter()
+    search(session, queries[0], options, policy="ignore", log_access=False, use_llm=False)
+    first = round((time.perf_counter() - started) * 1000, 2)
+    searched = []
+    for _ in range(runs):
+        for query in queries:
+            started = time.perf_counter()
+            search(session, query, options, policy="ignore", log_access=False, use_llm=False)
+            searched.append((time.perf_counter() - started) * 1000)
+    if session.reader is not None:
+        session.reader.close()
+    return first, searched
+
+
+def _hook_rounds(name: str, lore: list[str], env: dict[str, str], cwd: Path, queries: list[str], runs: int,
+                 floors: list[float], progress: Progress, trivial: list[Sample] | None = None) -> list[Sample]:  # fmt: skip
+    """``runs`` rounds of the prompt hook after a warm-up round, each beside a ``python -c pass`` (into ``floors``),
+    and a trivial prompt's (into ``trivial``, when given)."""
+    taken = []
+    for i in range(runs + 1):  # round 0 is the warm-up
+        query = queries[i % len(queries)]
+        floor = run_once(PYTHON_PASS, env, cwd)
+        sample = run_once([*lore, "hook", "prompt"], env, cwd, hook_event(query, cwd))
+        short = run_once([*lore, "hook", "prompt"], env, cwd, hook_event(TRIVIAL_PROMPT, cwd)) if trivial is not None else None
+        if i > 0:
+            floors.append(floor.ms)
+            taken.append(sample)
+            if trivial is not None and short is not None:
+                trivial.append(short)
+        progress(f"{name}: round {i}/{runs}")
+    return taken
+
+
 def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, helper: bool = True,
                   progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """Time search, the prompt hook (cold and warm) and ``lore index`` on the store in ``data_dir``, read only.
@@ -174,7 +227,6 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
     from lore.index.layout import tree_size
     from lore.index.manager import IndexManager
     from lore.paths import Locations
-    from lore.search import SearchSession, search, search_options
     from lore.store import Store
 
     data_dir, index_dir = locations.data_dir.resolve(), locations.index_dir
@@ -197,13 +249,8 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
     work = Path(tempfile.mkdtemp(prefix="lore-bench-"))
     lore = lore_command()
     copy = Locations(locations.data_dir, work / "index", work / "state", locations.embed_model)
-    state, cache, cwd = work / "state", work / "cache", work / "cwd"
-    for path in (state, cache, cwd):
-        path.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("LORE_LLM_CMD", "LORE_HOOK", "LORE_SERVER")}
-    env.update(LORE_DATA_DIR=str(copy.data_dir), LORE_INDEX_DIR=str(copy.index_dir), LORE_STATE_DIR=str(state),
-               LORE_CACHE_DIR=str(cache), LORE_SERVER="off")  # fmt: skip
-    helper_on = False
+    state, cwd = work / "state", work / "cwd"
+    env = _copy_env(copy, work)
     try:
         if not copy_index(index_dir, copy.index_dir):
             result["notes"].append("no usable index: the first `lore index` built one in the temporary copy")
@@ -213,31 +260,10 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
             shutil.copy(access, state / "access" / access.name)
 
         progress("lore index on the copy")
-        first = run_once([*lore, "index", "--json"], env, cwd)
-        if first.returncode != 0:
-            from lore.errors import LoreError
-
-            raise LoreError(f"`lore index` exited {first.returncode} on the temporary copy of the index",
-                            hint="run `lore index` and `lore doctor` to see why")  # fmt: skip
-        mode = json.loads(first.stdout).get("mode")
-        timings[INDEX_FIRST] = {**summary([first.ms]), "mode": mode}
-        noop = [run_once([*lore, "index", "--json"], env, cwd) for _ in range(min(runs, 3))]
-        timings[INDEX_NOOP] = summary([s.ms for s in noop])
+        timings.update(_time_index(lore, env, cwd, runs))
 
         progress("lore search in process")
-        session = SearchSession(copy)
-        options = search_options(limit=10, include_candidates=True, phrases="filter")
-        started = time.perf_counter()
-        search(session, queries[0], options, policy="ignore", log_access=False, use_llm=False)
-        result["first_search_ms"] = round((time.perf_counter() - started) * 1000, 2)  # opens the index, loads the model
-        searched = []
-        for _ in range(runs):
-            for query in queries:
-                started = time.perf_counter()
-                search(session, query, options, policy="ignore", log_access=False, use_llm=False)
-                searched.append((time.perf_counter() - started) * 1000)
-        if session.reader is not None:
-            session.reader.close()
+        result["first_search_ms"], searched = _time_searches(copy, queries, runs)
         timings[SEARCH] = summary(searched)
 
         floors: list[float] = []  # `python -c pass`, once in every round of either hook
@@ -245,33 +271,13 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
         trivial: list[Sample] = []
 
         def rounds(name: str, command_env: dict[str, str]) -> list[Sample]:
-            taken = []
-            for i in range(runs + 1):  # round 0 is the warm-up
-                query = queries[i % len(queries)]
-                floor = run_once(PYTHON_PASS, command_env, cwd)
-                sample = run_once([*lore, "hook", "prompt"], command_env, cwd, hook_event(query, cwd))
-                if name == HOOK_WARM:
-                    short = run_once([*lore, "hook", "prompt"], command_env, cwd, hook_event(TRIVIAL_PROMPT, cwd))
-                if i > 0:
-                    floors.append(floor.ms)
-                    taken.append(sample)
-                    if name == HOOK_WARM:
-                        trivial.append(short)
-                progress(f"{name}: round {i}/{runs}")
-            return taken
+            return _hook_rounds(name, lore, command_env, cwd, queries, runs, floors, progress,
+                                trivial if name == HOOK_WARM else None)
 
         cold = rounds(HOOK_COLD, env)
         warm: list[Sample] = []
         if helper:
-            on = {**env, "LORE_SERVER": "on"}
-            started_helper = subprocess.run([*lore, "server", "start", "--idle", "120"], env=on, cwd=cwd,
-                                            capture_output=True, check=False, timeout=180)  # fmt: skip
-            helper_on = started_helper.returncode == 0
-            if helper_on:
-                warm = rounds(HOOK_WARM, on)
-            else:
-                result["notes"].append("the warm helper did not start: "
-                                       + started_helper.stderr.decode(errors="replace").strip()[-300:])  # fmt: skip
+            warm = _warm_rounds(lore, env, cwd, rounds, result["notes"])
         else:
             result["notes"].append("warm helper not timed: the hooks start none (LORE_SERVER=off or `lore server disable`)")
         timings[FLOOR] = summary(floors)
@@ -286,8 +292,32 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
         yours = client.read_status(index_dir, settings)
         result["your_helper"] = {"running": yours is not None, "pid": yours.get("pid") if yours else None}
     finally:
-        if helper_on:
-            subprocess.run([*lore, "server", "stop"], env={**env, "LORE_SERVER": "on"}, cwd=cwd, capture_output=True,
-                           check=False, timeout=60)  # fmt: skip
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _copy_env(copy: Locations, work: Path) -> dict[str, str]:
+    """The environment of the commands timed on ``copy``: its directories (state, cache and a working directory
+    made in ``work``), no helper started by the hooks, no LLM."""
+    for name in ("state", "cache", "cwd"):
+        (work / name).mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("LORE_LLM_CMD", "LORE_HOOK", "LORE_SERVER")}
+    env.update(LORE_DATA_DIR=str(copy.data_dir), LORE_INDEX_DIR=str(copy.index_dir), LORE_STATE_DIR=str(work / "state"),
+               LORE_CACHE_DIR=str(work / "cache"), LORE_SERVER="off")  # fmt: skip
+    return env
+
+
+def _warm_rounds(lore: list[str], env: dict[str, str], cwd: Path, rounds: Callable[[str, dict[str, str]], list[Sample]],
+                 notes: list[str]) -> list[Sample]:  # fmt: skip
+    """The prompt hook's rounds answered by a warm helper started on the copy (and stopped after); none, with a
+    note, when it does not start."""
+    on = {**env, "LORE_SERVER": "on"}
+    started = subprocess.run([*lore, "server", "start", "--idle", "120"], env=on, cwd=cwd, capture_output=True,
+                             check=False, timeout=180)  # fmt: skip
+    if started.returncode != 0:
+        notes.append("the warm helper did not start: " + started.stderr.decode(errors="replace").strip()[-300:])
+        return []
+    try:
+        return rounds(HOOK_WARM, on)
+    finally:
+        subprocess.run([*lore, "server", "stop"], env=on, cwd=cwd, capture_output=True, check=False, timeout=60)

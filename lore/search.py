@@ -30,6 +30,9 @@ class SearchSession:
     encoder_error: str | None = None
     centroids: dict[str, list[float]] | None = None
     access: dict[str, tuple[int, float]] | None = None
+    # The access log's stat when ``access`` last matched it: another process's search changes it, and the
+    # counts are read again (a long-lived session's own searches keep both in step).
+    access_stamp: tuple[int, int, int] | None = None
     warnings: list[str] = field(default_factory=list)
     llm_cmd: str | None = None  # LORE_LLM_CMD (Settings.llm_cmd): a pseudo-answer for the HyDE channel
 
@@ -123,8 +126,9 @@ def search(
             if encoder is None:
                 raise ModelError(session.encoder_error or "embedding model unavailable")
             return encoder.encode(texts)
-    if session.access is None:
-        session.access = access_log.load_stats(session.locations.access_log)
+    stamp = access_log.stamp(session.locations.access_log)
+    if session.access is None or stamp != session.access_stamp:
+        session.access, session.access_stamp = access_log.load_stats(session.locations.access_log), stamp
     if use_llm and session.llm_cmd and options.hyde_text is None and "hyde" in options.channels:
         options = options._replace(hyde_text=llm_pseudo_answer(scrubbed.text, session.llm_cmd))
     response = run(reader, scrubbed.text, options, encode=encode, access=session.access,
@@ -143,6 +147,7 @@ def search(
     if log_access:
         now = options.now if options.now is not None else time.time()
         access_log.log_response(session.locations.access_log, response, session.access, now)
+        session.access_stamp = access_log.stamp(session.locations.access_log)
     response.timings_ms["wall"] = round((time.perf_counter() - started) * 1000, 3)
     return response
 

@@ -303,6 +303,25 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
     """
     summary = Summary(dry_run=dry_run, problems=list(source.problems))
     total = len(source.records) + len(source.edges)
+
+    def report(done: int) -> None:
+        if progress is not None:
+            progress(done, total)
+
+    if not dry_run:
+        store.prepare_write()
+    snapshot = store.load() if store.exists() else Snapshot()
+    hashes = {rid: content_hash(as_current_schema(r.kind, r.raw)) for rid, r in snapshot.records.items()}
+    _merge_records(store, source, summary, hashes, dry_run=dry_run, redact=redact, chunk=chunk, report=report)
+    _merge_edges(store, source, summary, snapshot, hashes, dry_run=dry_run, chunk=chunk, report=report)
+    report(total)
+    return summary
+
+
+def _merge_records(store: Store, source: Source, summary: Summary, hashes: dict[str, str], *, dry_run: bool,
+                   redact: bool, chunk: int, report: Callable[[int], None]) -> None:  # fmt: skip
+    """``merge``'s records: a record already stored is skipped, one whose id holds other content is renamed
+    (``summary.renamed``); ``hashes`` gains the ids stored."""
     done = 0
     pending: list[tuple[str, dict[str, Any]]] = []
 
@@ -312,13 +331,8 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
             store.add_many(pending, op="import")
         done += len(pending)
         pending.clear()
-        if progress is not None:
-            progress(done, total)
+        report(done)
 
-    if not dry_run:
-        store.prepare_write()
-    snapshot = store.load() if store.exists() else Snapshot()
-    hashes = {rid: content_hash(as_current_schema(r.kind, r.raw)) for rid, r in snapshot.records.items()}
     now = store.now_iso()
     for kind, incoming in source.records:
         redactions: list[str] = []  # reported only for records that are stored
@@ -351,6 +365,11 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
         if record_id == original_id:
             summary.added[kind] += 1
     flush_records()
+
+
+def _merge_edges(store: Store, source: Source, summary: Summary, snapshot: Snapshot, hashes: dict[str, str], *,
+                 dry_run: bool, chunk: int, report: Callable[[int], None]) -> None:  # fmt: skip
+    """``merge``'s edges, between the records' ids as stored (renamed ones followed); an edge already there is skipped."""
     done = len(source.records)  # skipped records count as done too
     links: list[NewEdge] = []
 
@@ -360,8 +379,7 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
             store.link_many(links)
         done += len(links)
         links.clear()
-        if progress is not None:
-            progress(done, total)
+        report(done)
 
     existing = {(e.source, e.target, e.relation) for e in snapshot.edges}
     for edge in source.edges:
@@ -383,6 +401,3 @@ def merge(store: Store, source: Source, *, dry_run: bool = False, redact: bool =
         existing.add((ends[0], ends[1], relation))
         summary.added["edge"] += 1
     flush_links()
-    if progress is not None:
-        progress(total, total)
-    return summary

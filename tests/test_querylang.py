@@ -272,19 +272,29 @@ def test_cli_search_reads_the_language_and_reports_a_malformed_query(store: Path
     assert unknown.exit_code == 2 and "unknown record type 'banana'" in unknown.stderr
 
 
-def test_the_warm_helper_answers_it_and_declines_a_malformed_query(store: Path, cli) -> None:  # type: ignore[no-untyped-def]
+def test_the_warm_helper_answers_it_and_reports_a_malformed_query(store: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    import os
+
     from lore.agent.remote import answer
+    from lore.cli.app import run_parsed
     from lore.search import SearchSession
 
     assert cli("index").exit_code == 0
-    session = SearchSession(resolve_locations(store))
+    locations = resolve_locations(store)
+    session = SearchSession(locations)
     session.open()
-    ok = answer(session, {"command": "search", "query": "stripe -webhooks type:decision", "json": True, "cwd": str(store)})
-    found = [r["id"] for r in orjson.loads(ok["stdout"])["results"]]
-    assert ok["ok"] and found[:2] == ["dec-0000000a", "dec-0000000b"] and "dec-0000000c" not in found
-    # Declined: the CLI then answers itself and reports the error (tested above).
-    assert answer(session, {"command": "search", "query": "stripe OR", "cwd": str(store)}) == {
-        "ok": False, "error": "OR needs a clause on each side"}  # fmt: skip
+
+    def asked(*argv: str) -> dict:
+        request = {"argv": ["--data-dir", str(store), *argv], "environ": dict(os.environ), "cwd": str(store)}
+        return answer(session, request, str(locations.data_dir.resolve()), run_parsed)
+
+    ok = asked("search", "stripe -webhooks type:decision", "--json")
+    assert ok["ok"] and ok["code"] == 0
+    found = [r["id"] for r in orjson.loads(ok["output"][0][1])["results"]]
+    assert found[:2] == ["dec-0000000a", "dec-0000000b"] and "dec-0000000c" not in found
+    # The CLI's own command says what is wrong, as it does without a helper.
+    bad = asked("search", "stripe OR")
+    assert bad["code"] == 2 and bad["output"][0][0] == 2 and bad["output"][0][1].startswith("Error: OR needs a clause on each side\n")
 
 
 def test_lore_search_and_the_mcp_search_tool_read_it_too(store: Path) -> None:

@@ -236,3 +236,39 @@ def test_a_write_without_a_helper_starts_no_blas_threads(data_dir: Path) -> None
     done = subprocess.run([sys.executable, "-c", THREADS_AFTER_A_WRITE, "remember", "Adopt queue worker 9 instead"],
                           capture_output=True, text=True, timeout=120, env=env)  # fmt: skip
     assert done.stderr.split()[-2:] == ["0", "1"], done.stderr  # exit 0, one thread
+
+
+def test_the_helper_runs_a_command_as_its_client_without_taking_on_its_environment_or_directory(
+        data_dir: Path, tmp_path: Path) -> None:  # fmt: skip
+    """The command's settings, project and actor are its client's (from the request); the helper's own
+    ``os.environ`` and working directory stay as they are while it runs (no process-wide swap)."""
+    from lore.agent.remote import run_command
+    from lore.cli.app import run_parsed
+
+    Store(data_dir).init()
+    client_dir = tmp_path / "client-project"
+    client_dir.mkdir()
+    before = (dict(os.environ), os.getcwd())
+    during: list[tuple[dict[str, str], str]] = []
+
+    def observed(argv: list[str], host: dict) -> int | None:  # type: ignore[type-arg]
+        during.append((dict(os.environ), os.getcwd()))
+        return run_parsed(argv, host)
+
+    environ = {**os.environ, "LORE_ACTOR": "the-client"}
+    request = {"argv": ["remember", "Retries use jittered backoff", "--json"], "environ": environ,
+               "cwd": str(client_dir), "tty": False, "err_tty": False}  # fmt: skip
+    reply = run_command(request, str(data_dir.resolve()), observed)
+    assert reply["code"] == 0, reply
+    assert during == [before] and (dict(os.environ), os.getcwd()) == before
+    written = json.loads("".join(text for fd, text in reply["output"] if fd == 1))
+    assert written["project"] == "client-project"
+    record = Store(data_dir).load().records[written["id"]]
+    assert record.project == "client-project"
+    assert {entry["actor"] for entry in _audit(data_dir) if entry.get("id") == written["id"]} == {"the-client"}
+
+
+def _audit(data_dir: Path) -> list[dict]:  # type: ignore[type-arg]
+    from lore.store import audit
+
+    return [json.loads(line) for line in (data_dir / audit.AUDIT_PATH).read_text().splitlines() if line.strip()]

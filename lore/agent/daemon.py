@@ -60,22 +60,20 @@ def rss_bytes() -> int | None:
 
 
 
-# The CLI (``lore.cli.app``: ``prepare``, ``run_parsed``), which the helper runs the write commands with, in
-# process. Handed down by ``lore.__main__`` (``serve``'s ``commands``): the agent never imports the CLI, which
-# itself starts and installs the agent's parts. None: write commands are declined (the client runs them).
-_COMMANDS: Any = None
-
-
 def serve(idle_seconds: int = DEFAULT_IDLE_S, commands: Any = None) -> int:
     """Run the helper in the foreground until idle, rebuilt, gone, too big or stopped. Returns an exit code.
 
-    ``commands``: the CLI's app module (or a lazy stand-in for it) the write commands run through.
+    ``commands``: the CLI's app module (``lore.cli.app``: ``prepare``, ``run_parsed``, or a lazy stand-in
+    for it) the helper runs commands for ``lore`` processes with, in process. Handed down by
+    ``lore.__main__``: the agent never imports the CLI, which itself starts and installs the agent's
+    parts. None: those commands are declined (the client runs them).
     """
-    import signal
+    started = _start(commands)
+    return started if isinstance(started, int) else started.run(idle_seconds)
 
-    global _COMMANDS
-    _COMMANDS = commands
 
+def _start(commands: Any) -> _Helper | int:
+    """The helper, its lock taken and its index loaded and warm; or the exit code when there is none to be."""
     import filelock
 
     from lore.errors import LoreError
@@ -107,183 +105,212 @@ def serve(idle_seconds: int = DEFAULT_IDLE_S, commands: Any = None) -> int:
     except filelock.Timeout:
         return 3  # another helper already serves this index
     _wait_for_caller()
-    from lore.index.manager import IndexManager
-    from lore.search import SearchSession
-
     if not locations.data_dir.is_dir():
         lock.release()
         sys.stderr.write(f"lore server exiting: no data dir at {locations.data_dir}\n")
         return 1
-    session = SearchSession(locations)
-    manager = IndexManager(locations)
-    # Warm everything a request needs before announcing ourselves. Without an index, build
-    # one first, in a child process: a build's peak memory stays out of the helper.
-    # Without a readable index there is nothing to serve: the hook works in-process.
     try:
-        if manager.read_meta() is None:
-            _build_in_child(locations)
-        stamp = _meta_stamp(manager)
-        reader = session.open("ignore")
-        _warm(reader)
+        return _Helper(settings, locations, paths, lock, commands)
     except Exception as exc:
         log_failure("server", f"no usable index: {exc!r}")
         lock.release()
         sys.stderr.write(f"lore server exiting: no usable index ({exc!r})\n")
         return 1
-    with contextlib.suppress(Exception):
-        if reader.has_vectors:
-            session.get_encoder()
-            session.get_centroids(reader)
-        from lore import analysis
 
-        analysis.terms("warm the stemmer")
-    generation = reader.directory
-    data_dir = str(locations.data_dir.resolve())
-    refresher = _Refresher(locations, generation, stamp)
-    stopping = {"flag": False}
 
-    def on_term(signum: int, frame: Any) -> None:
-        stopping["flag"] = True
+class _Helper:
+    """A serving helper: its index, session and counters, and the loop that answers requests (``run``)."""
+
+    def __init__(self, settings: Any, locations: Any, paths: dict[str, Path], lock: Any, commands: Any) -> None:
+        """Load and warm what a request needs before the helper announces itself (raises when there is no
+        usable index). Without an index, one is built first, in a child process: a build's peak memory
+        stays out of the helper. Without a readable index there is nothing to serve: the hook works in-process."""
+        from lore.index.manager import IndexManager
+        from lore.search import SearchSession
+
+        self.settings, self.locations, self.paths, self.lock, self.commands = settings, locations, paths, lock, commands
+        self.session = SearchSession(locations)
+        self.manager = IndexManager(locations)
+        if self.manager.read_meta() is None:
+            _build_in_child(locations)
+        stamp = _meta_stamp(self.manager)
+        reader = self.session.open("ignore")
+        _warm(reader)
+        with contextlib.suppress(Exception):
+            if reader.has_vectors:
+                self.session.get_encoder()
+                self.session.get_centroids(reader)
+            from lore import analysis
+
+            analysis.terms("warm the stemmer")
+        self.generation = reader.directory
+        self.data_dir = str(locations.data_dir.resolve())
+        self.refresher = _Refresher(locations, self.generation, stamp)
+        self.stopping = False
+        self.started = time.time()
+        self.last_used = time.monotonic()
+        self.next_check = 0.0
+        self.served = 0
+        self.writes = 0  # the commands it ran for `lore` processes (lore.agent.remote)
+        self.declined = 0  # requests it said no to (the asking process worked on its own)
+        self.refreshes = 0
+        self.measured_null = False  # the store's null evidence, at the first idle moment (lore/rank/null.py)
+        self.pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
+        self.written: float | None = None  # when the helper last ran a write whose after-work is pending
+        self.code = running_lore()
+        self.idle_seconds = DEFAULT_IDLE_S
+
+    def write_status(self) -> None:
+        current = self.session.reader
+        status = {"pid": os.getpid(), "socket": str(self.paths["socket"]), "index_dir": str(self.locations.index_dir),
+                  "data_dir": str(self.locations.data_dir), "started_at": self.started,
+                  "idle_exit_s": self.idle_seconds, "requests": self.served, "writes": self.writes,
+                  "declined": self.declined, "generation": self.generation.name,
+                  "revision": current.meta.revision if current is not None else None,
+                  "refreshes": self.refreshes, "refreshing": self.refresher.busy(), "lore": self.code}  # fmt: skip
+        tmp = self.paths["status"].with_suffix(".tmp")
+        tmp.write_text(json.dumps(status))
+        tmp.replace(self.paths["status"])
+
+    def after_writes(self) -> None:
+        """The index takes the writes in (the reader the helper holds serves the delta, in this
+        process), and the write check's pool is saved for CLI processes. Deferred until the
+        helper is idle or a read comes: a run of writes does not wait for it, a read sees them."""
+        if self.written is None:
+            return
+        self.written = None
+        if _refresh_in_process(self.manager, self.session):
+            self.refresher.stamp = _meta_stamp(self.manager)
+            self.refreshes += 1
+        _save_pool()
+
+    def on_term(self, signum: int, frame: Any) -> None:
+        import signal
+
+        self.stopping = True
         # Interrupt a blocking accept() now rather than at its next poll; once only, so
         # the clean-up below cannot be interrupted by a second signal.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise _Stopping
 
-    with contextlib.suppress(FileNotFoundError):
-        paths["socket"].unlink()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(paths["socket"]))
-    os.chmod(paths["socket"], 0o600)
-    listener.listen(16)
-    listener.settimeout(ACCEPT_POLL_S)
-    started = time.time()
-    last_used = time.monotonic()
-    next_check = 0.0
-    served = 0
-    writes = 0  # the commands it ran for `lore` processes (lore.agent.remote)
-    declined = 0  # requests it said no to (the asking process worked on its own)
-    refreshes = 0
-    measured_null = False  # the store's null evidence, at the first idle moment (lore/rank/null.py)
+    def exit_reason(self) -> str | None:
+        """Why the helper must stop now, if it must."""
+        if self.refresher.unusable:
+            return "index unreadable"
+        if time.monotonic() - self.last_used > self.idle_seconds:
+            return "idle"
+        if not self.locations.data_dir.is_dir():
+            return "data dir gone"
+        if not self.locations.index_dir.is_dir():
+            return "index dir gone"
+        if self.manager.current_dir() != self.generation:
+            return "index rebuilt"
+        resident, limit = rss_bytes(), self.settings.server_max_rss_bytes
+        if resident is not None and resident > limit:
+            return f"resident memory {resident / 1048576:.0f} MiB above the {limit / 1048576:.0f} MiB bound"
+        return None
 
-    code = running_lore()
-
-    def write_status() -> None:
-        current = session.reader
-        status = {"pid": os.getpid(), "socket": str(paths["socket"]), "index_dir": str(locations.index_dir),
-                  "data_dir": str(locations.data_dir), "started_at": started, "idle_exit_s": idle_seconds,
-                  "requests": served, "writes": writes, "declined": declined, "generation": generation.name,
-                  "revision": current.meta.revision if current is not None else None,
-                  "refreshes": refreshes, "refreshing": refresher.busy(), "lore": code}  # fmt: skip
-        tmp = paths["status"].with_suffix(".tmp")
-        tmp.write_text(json.dumps(status))
-        tmp.replace(paths["status"])
-
-    rss_limit = settings.server_max_rss_bytes
-    pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
-    from lore import capture
-
-    capture.SAVE_POOL_AFTER_WRITE = False  # saved between requests instead (after_writes)
-    written: float | None = None  # when the helper last ran a write whose after-work is pending
-
-    def after_writes() -> None:
-        """The index takes the writes in (the reader the helper holds serves the delta, in this
-        process), and the write check's pool is saved for CLI processes. Deferred until the
-        helper is idle or a read comes: a run of writes does not wait for it, a read sees them."""
-        nonlocal written, refreshes
-        if written is None:
+    def swap_in_refreshed(self) -> None:
+        """The refreshed reader, once ready, swapped in between requests: no request ever sees a reader change under it."""
+        fresh = self.refresher.take()
+        if fresh is None:
             return
-        written = None
-        if _refresh_in_process(manager, session):
-            refresher.stamp = _meta_stamp(manager)
-            refreshes += 1
-        _save_pool()
+        session = self.session
+        old, session.reader, session.warnings = session.reader, fresh, []
+        if old is not None and old is not fresh:
+            old.close()
+        self.refreshes += 1
+        self.write_status()
 
-    write_status()
-    reason = "stopped"
-    try:
-        # Installed inside the try: the handler raises _Stopping, which only this try catches.
-        signal.signal(signal.SIGTERM, on_term)
-        signal.signal(signal.SIGINT, on_term)
-        while not stopping["flag"]:
-            fresh = refresher.take()
-            if fresh is not None:
-                # Swapped between requests: no request ever sees a reader change under it.
-                old, session.reader, session.warnings = session.reader, fresh, []
-                if old is not None and old is not fresh:
-                    old.close()
-                refreshes += 1
-                write_status()
-            if refresher.unusable:
-                reason = "index unreadable"
-                break
-            if time.monotonic() - last_used > idle_seconds:
-                reason = "idle"
-                break
-            if not locations.data_dir.is_dir():
-                reason = "data dir gone"
-                break
-            if not locations.index_dir.is_dir():
-                reason = "index dir gone"
-                break
-            if manager.current_dir() != generation:
-                reason = "index rebuilt"
-                break
-            resident = rss_bytes()
-            if resident is not None and resident > rss_limit:
-                reason = f"resident memory {resident / 1048576:.0f} MiB above the {rss_limit / 1048576:.0f} MiB bound"
-                break
-            if time.monotonic() >= next_check and written is None:
-                # Stale-while-revalidate: requests are answered from the loaded index; a
-                # changed data dir (or an index refreshed by another process) is picked up
-                # in the background and swapped in when ready. After a write the helper ran,
-                # its own refresh comes first (``after_writes``).
-                next_check = time.monotonic() + REVALIDATE_S
-                if session.reader is not None and refresher.needed(manager, session.reader):
-                    refresher.start()
-                    write_status()
-            wait = ACCEPT_POLL_S if written is None else max(0.0, written + AFTER_WRITES_IDLE_S - time.monotonic())
-            listener.settimeout(max(0.001, wait))
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                if written is not None and time.monotonic() >= written + AFTER_WRITES_IDLE_S:
-                    after_writes()
-                    write_status()
-                elif not pool_warm:
-                    pool_warm = True
-                    _warm_pool(locations, settings)
-                elif not measured_null:
-                    measured_null = True
-                    _measure_null(session)
-                continue
-            except OSError:
-                if stopping["flag"]:
-                    break
-                raise
-            last_used = time.monotonic()
-            with conn:
-                op = _handle(conn, session, data_dir, before_read=after_writes)
-            served += 1
-            if op == "run":
-                written = time.monotonic()
-                writes += 1
-            elif op == "declined":
-                declined += 1
-            write_status()
-            next_check = 0.0  # revalidate right after answering, before the next accept
-    except _Stopping:
+    def revalidate(self) -> None:
+        """Stale-while-revalidate: requests are answered from the loaded index; a changed data dir (or an index
+        refreshed by another process) is picked up in the background and swapped in when ready. After a write
+        the helper ran, its own refresh comes first (``after_writes``)."""
+        if time.monotonic() < self.next_check or self.written is not None:
+            return
+        self.next_check = time.monotonic() + REVALIDATE_S
+        if self.session.reader is not None and self.refresher.needed(self.manager, self.session.reader):
+            self.refresher.start()
+            self.write_status()
+
+    def on_idle(self) -> None:
+        """No request came in the wait: the pending after-work, else one warm-up step."""
+        if self.written is not None and time.monotonic() >= self.written + AFTER_WRITES_IDLE_S:
+            self.after_writes()
+            self.write_status()
+        elif not self.pool_warm:
+            self.pool_warm = True
+            _warm_pool(self.locations, self.settings, self.commands)
+        elif not self.measured_null:
+            self.measured_null = True
+            _measure_null(self.session)
+
+    def answer(self, conn: socket.socket) -> None:
+        self.last_used = time.monotonic()
+        with conn:
+            op = _handle(conn, self.session, self.data_dir, before_read=self.after_writes, commands=self.commands)
+        self.served += 1
+        if op == "run":
+            self.written = time.monotonic()
+            self.writes += 1
+        elif op == "declined":
+            self.declined += 1
+        self.write_status()
+        self.next_check = 0.0  # revalidate right after answering, before the next accept
+
+    def run(self, idle_seconds: int) -> int:
+        """Listen on the socket and answer until a reason to stop; then clean up. Returns an exit code."""
+        import signal
+
+        self.idle_seconds = idle_seconds
+        with contextlib.suppress(FileNotFoundError):
+            self.paths["socket"].unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(self.paths["socket"]))
+        os.chmod(self.paths["socket"], 0o600)
+        listener.listen(16)
+        listener.settimeout(ACCEPT_POLL_S)
+        self.write_status()
         reason = "stopped"
-    finally:
+        try:
+            # Installed inside the try: the handler raises _Stopping, which only this try catches.
+            signal.signal(signal.SIGTERM, self.on_term)
+            signal.signal(signal.SIGINT, self.on_term)
+            while not self.stopping:
+                self.swap_in_refreshed()
+                found = self.exit_reason()
+                if found is not None:
+                    reason = found
+                    break
+                self.revalidate()
+                wait = ACCEPT_POLL_S if self.written is None else max(0.0, self.written + AFTER_WRITES_IDLE_S - time.monotonic())
+                listener.settimeout(max(0.001, wait))
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    self.on_idle()
+                    continue
+                except OSError:
+                    if self.stopping:
+                        break
+                    raise
+                self.answer(conn)
+        except _Stopping:
+            reason = "stopped"
+        finally:
+            self.close(listener, reason)
+        return 0
+
+    def close(self, listener: socket.socket, reason: str) -> None:
         listener.close()
-        refresher.stop()
+        self.refresher.stop()
         for key in ("socket", "status"):
             with contextlib.suppress(FileNotFoundError):
-                paths[key].unlink()
-        lock.release()
+                self.paths[key].unlink()
+        self.lock.release()
         if reason != "stopped":
             log_failure("server", f"exiting: {reason}")
         sys.stderr.write(f"lore server exiting: {reason}\n")
-    return 0
 
 
 # How often an idle helper compares its index with the data dir (it also does right
@@ -360,7 +387,7 @@ class _Refresher:
         self.locations = locations
         self.generation = generation
         self.stamp = stamp  # meta.json of the reader the helper serves from
-        # The helper's environment, read now: a write the helper runs swaps in its client's for a moment.
+        # The helper's own environment, for the refresh child it starts.
         self.environ = dict(os.environ)
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
@@ -510,7 +537,7 @@ def refresh_child() -> int:
     return 0
 
 
-def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any = None) -> str | None:
+def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any = None, commands: Any = None) -> str | None:
     """Answer one request from the loaded index, as it is; never refresh or build here. Returns its op ("declined"
     when the reply said no: the asking process works on its own).
 
@@ -529,7 +556,7 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any =
         request = json.loads(data)
         reply: dict[str, Any]
         if request.get("op") == "run":
-            return "run" if _run_for_client(conn, request, data_dir) else "declined"
+            return "run" if _run_for_client(conn, request, data_dir, commands) else "declined"
         if request.get("op") in ("context", "session", "cli") and before_read is not None:
             before_read()
         reader = session.reader
@@ -553,7 +580,7 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any =
             # `lore search` / `lore context` from a terminal (lore.agent.remote): the CLI's output.
             from lore.agent.remote import answer
 
-            reply = answer(session, request)
+            reply = answer(session, request, data_dir, commands.run_parsed if commands is not None else None)
         elif reader is None or reader.meta.data_dir != data_dir:
             reply = {"ok": False, "error": "the loaded index was built for another data dir"}
         else:
@@ -577,7 +604,7 @@ def _handle(conn: socket.socket, session: Any, data_dir: str, before_read: Any =
     return request.get("op") if isinstance(request, dict) else None
 
 
-def _run_for_client(conn: socket.socket, request: dict[str, Any], data_dir: str) -> bool:
+def _run_for_client(conn: socket.socket, request: dict[str, Any], data_dir: str, commands: Any) -> bool:
     """A write command for a `lore` process (lore.agent.remote): ready, go, run, answer. Whether it ran.
 
     Nothing is done before the client says ``go`` (it runs the command itself otherwise),
@@ -606,7 +633,9 @@ def _run_for_client(conn: socket.socket, request: dict[str, Any], data_dir: str)
     signal.pthread_sigmask(signal.SIG_BLOCK, held)
     try:
         try:
-            reply = run_command(request, data_dir, _COMMANDS.run_parsed) if _COMMANDS is not None else {"ok": True, "declined": True}
+            # The pool is saved between requests instead (after_writes), not after each write.
+            reply = (run_command(request, data_dir, commands.run_parsed, save_pool=False) if commands is not None
+                     else {"ok": True, "declined": True})  # fmt: skip
             answer = json.dumps(reply).encode() + b"\n"
         except Exception as exc:
             # Maybe run, maybe not: never "declined", which would make the client run it again.
@@ -642,7 +671,7 @@ def _refresh_in_process(manager: Any, session: Any) -> bool:
     return True
 
 
-def _warm_pool(locations: Any, settings: Any) -> None:
+def _warm_pool(locations: Any, settings: Any, commands: Any) -> None:
     """What a first write needs, so it is warm too: the CLI's commands (~0.1 s to import and build) and the
     write check's pool when a cache file of it exists (~20 ms at 10,000 decisions). Without one the first
     write builds it: a whole read of the store (1-2 s at 10,000), which would hold up the prompts here."""
@@ -651,8 +680,8 @@ def _warm_pool(locations: Any, settings: Any) -> None:
         from lore.paths import write_check_dir
         from lore.store import Store
 
-        if _COMMANDS is not None:
-            _COMMANDS.prepare()
+        if commands is not None:
+            commands.prepare()
         if cache_path(locations.data_dir, write_check_dir(settings)).exists():
             pool = pool_for(locations.data_dir, write_check_dir(settings))
             with pool.lock:

@@ -455,7 +455,12 @@ def _first_turn_block(cwd: str | None, budget: int, settings: Settings) -> str:
 
 
 def run_prompt_hook(args: list[str], stdin: Any = None, stdout: Any = None) -> int:
-    """Entry point for ``lore hook prompt``. Always returns 0."""
+    """Entry point for ``lore hook prompt``. Always returns 0.
+
+    Long because: one guarded sequence (any failure lets the prompt through without context,
+    and a helper is spawned only once the answer is out), with the warm, cold and in-process
+    routes in the order the deadline tries them.
+    """
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     started = time.monotonic()

@@ -110,18 +110,19 @@ def error_result(error: LoreError) -> CallToolResult:
 
 
 class LoreMCP:
-    """The server's state: where the data lives, the warm search session, the default project."""
+    """The server's state: a ``lore.Lore`` (where the data lives, the settings, the warm search session,
+    the default project) and the lock that serialises tool bodies."""
 
     def __init__(self, locations: Locations, *, project: str | None = None, cwd: Path | None = None,
-                 settings: Settings | None = None) -> None:  # fmt: skip
-        from lore.search import SearchSession
+                 settings: Settings | None = None, save_pool: bool = True) -> None:  # fmt: skip
+        from lore.api import Lore
 
         # Read and checked once, at start: the server accepts exactly what the CLI accepts.
-        self.settings = settings if settings is not None else Settings.from_env()
+        self.memory = Lore(project=project, settings=settings, cwd=cwd or Path.cwd(), channel="mcp",
+                           locations=locations, save_pool=save_pool)  # fmt: skip
+        self.settings = self.memory.settings
         self.locations = locations
-        self.cwd = cwd or Path.cwd()
-        self.default_project = project
-        self.session = SearchSession(locations, llm_cmd=self.settings.llm_cmd)
+        self.session = self.memory.search_session()
         # Sync tools run on worker threads; the session, the store and the stdout
         # redirection are not meant for concurrent use, so tool bodies run one at a time.
         self.lock = threading.Lock()
@@ -130,23 +131,14 @@ class LoreMCP:
     def project(self, given: str | None) -> str:
         if given and given.strip():
             return given.strip()
-        if self.default_project:
-            return self.default_project
-        from lore.project import detect_project
-
-        return detect_project(self.cwd)
+        return self.memory.current_project()
 
     def store(self) -> Any:
-        from lore.store import Store
-        from lore.store.audit import default_actor
+        return self.memory.store_for("mcp")
 
-        return Store(self.locations.data_dir, actor=self.settings.actor or default_actor("mcp"))
-
-    def write_options(self) -> Any:
-        """The duplicate-checked writes' options: the configured model embeds for the semantic check."""
-        from lore.capture import WriteOptions
-
-        return WriteOptions.configured(self.settings)
+    def write_options(self, **options: Any) -> Any:
+        """A write's options (the configured model embeds for the duplicate check's semantic part)."""
+        return self.memory.write_options(**options)
 
     def call(self, work: Callable[[], CallToolResult]) -> CallToolResult:
         """Run a tool body: serialised, stdout kept off the wire, LoreError -> error result."""
@@ -162,20 +154,16 @@ class LoreMCP:
         self.store().require()
 
     def run_search(self, query: str, options: Any) -> Any:
-        from lore.search import search
-
         self.check_query(query)
-        return search(self.session, query, options, policy=self.settings.index_refresh)
+        return self.memory.run_search(query, options)
 
     def options(self, *, limit: int, kind: str | None = None, project: str | None = None,
                 graph_depth: int = 0, include_candidates: bool = True, syntax: bool = False) -> Any:  # fmt: skip
-        from lore.search import search_options
-
-        # The options `lore search` and Lore.search build, from the same function.
-        return search_options(limit=limit, kinds=[kind] if kind and kind.strip() else None,
-                              project=project.strip() if project and project.strip() else None,
-                              graph_depth=graph_depth, include_candidates=include_candidates,
-                              current_project=self.project(None), syntax=syntax)  # fmt: skip
+        # The options `lore search` and Lore.search build, from the same recipe.
+        return self.memory.search_options(limit=limit, kinds=[kind] if kind and kind.strip() else None,
+                                          project=project.strip() if project and project.strip() else None,
+                                          graph_depth=graph_depth, include_candidates=include_candidates,
+                                          syntax=syntax)  # fmt: skip
 
     # -- tool bodies --------------------------------------------------------------------
     def search(self, query: str, limit: int, kind: str | None, project: str | None,
@@ -207,12 +195,11 @@ class LoreMCP:
         return _result("\n".join(lines), data)
 
     def context(self, query: str, budget_tokens: int, max_items: int, verbose: bool = False) -> CallToolResult:
-        from lore.context import GAP_LINE, MCP, asked, block_json, context_for
+        from lore.context import GAP_LINE, MCP, asked, block_json
 
         options = self.options(limit=max_items, graph_depth=1, include_candidates=False)
         self.check_query(query)
-        block = context_for(self.session, query, options, asked(MCP, budget_tokens, max_items),
-                            project=options.current_project, policy=self.settings.index_refresh)  # fmt: skip
+        block = self.memory.run_context(query, options, asked(MCP, budget_tokens, max_items))
         text = block.text or GAP_LINE
         if verbose:
             return _result(text, block_json(block))
@@ -327,11 +314,21 @@ class LoreMCP:
 
 
 def build_server(lore: LoreMCP) -> Any:
-    """The SDK server with lore's tools registered on it."""
+    """The SDK server with lore's tools registered on it (in the order ``tools/list`` gives them)."""
     kwargs: dict[str, Any] = {"instructions": INSTRUCTIONS, "log_level": "WARNING"}
     if _ServerClass.__name__ == "MCPServer":
         kwargs["version"] = __version__
     server = _ServerClass(SERVER_NAME, **kwargs)
+    _read_tools(server, lore)
+    _write_tools(server, lore)
+    _handoff_tool(server, lore)
+    _graph_tools(server, lore)
+    _review_tools(server, lore)
+    return server
+
+
+def _read_tools(server: Any, lore: LoreMCP) -> None:
+    """The tools that read: ``search``, ``context``, ``show``."""
     types = ", ".join(k.replace("_", "-") for k in KINDS)
 
     @server.tool(
@@ -393,6 +390,9 @@ def build_server(lore: LoreMCP) -> Any:
     def show(id: RecordId) -> CallToolResult:
         return lore.call(lambda: lore.show(id))
 
+
+def _write_tools(server: Any, lore: LoreMCP) -> None:
+    """The duplicate-checked tools that store a record: ``remember``, ``learn``."""
     @server.tool(
         name="remember",
         title="Record a decision",
@@ -453,6 +453,9 @@ def build_server(lore: LoreMCP) -> Any:
             solution=solution, category=category, tags=tags, options=lore.write_options(),
         ), "Learned", verbose))  # fmt: skip
 
+
+def _handoff_tool(server: Any, lore: LoreMCP) -> None:
+    """The tool that leaves a handoff: ``handoff``."""
     @server.tool(
         name="handoff",
         title="Leave a session handoff",
@@ -471,13 +474,15 @@ def build_server(lore: LoreMCP) -> Any:
         verbose: VerboseArg = False,
     ) -> CallToolResult:
         from lore import capture
-        from lore.capture import WriteOptions
 
         return lore.call(lambda: lore.written(capture.handoff(
             lore.store(), text, project=lore.project(project), next_steps=next_steps, blockers=blockers,
-            questions=questions, options=WriteOptions(check_duplicates=False),
+            questions=questions, options=lore.write_options(check_duplicates=False),
         ), "Handed off", verbose))  # fmt: skip
 
+
+def _graph_tools(server: Any, lore: LoreMCP) -> None:
+    """The tools over records' edges: ``link``, ``graph_neighbors``."""
     @server.tool(
         name="link",
         title="Link two records",
@@ -512,6 +517,9 @@ def build_server(lore: LoreMCP) -> Any:
     ) -> CallToolResult:
         return lore.call(lambda: lore.graph_neighbors(id, depth, verbose))
 
+
+def _review_tools(server: Any, lore: LoreMCP) -> None:
+    """The review inbox: ``inbox``."""
     @server.tool(
         name="inbox",
         title="Review captured candidates",
@@ -529,8 +537,6 @@ def build_server(lore: LoreMCP) -> Any:
         verbose: VerboseArg = False,
     ) -> CallToolResult:
         return lore.call(lambda: lore.inbox(action, ids, verbose))
-
-    return server
 
 
 # How long a SIGINT/SIGTERM waits for a tool call in progress (a write holding the data-dir
@@ -576,12 +582,9 @@ class Prepared(NamedTuple):
 def prepare(locations: Locations, *, project: str | None = None, cwd: Path | None = None,
             settings: Settings | None = None) -> Prepared:  # fmt: skip
     """The server `lore mcp` runs (built on the loader thread while the handshake is answered)."""
-    from lore import capture
-
     # A long-lived process keeps the write check's pool in memory: saved for CLI processes when
     # the server ends (``save_pools``), not after each write (~5 ms a write at 10,000 decisions).
-    capture.SAVE_POOL_AFTER_WRITE = False
-    lore = LoreMCP(locations, project=project, cwd=cwd, settings=settings)
+    lore = LoreMCP(locations, project=project, cwd=cwd, settings=settings, save_pool=False)
     return Prepared(build_server(lore), lore)
 
 

@@ -1,24 +1,22 @@
-"""`lore search` and `lore context` answered by the warm helper, when one runs for the index.
+"""`lore search`, `lore context` and the write commands run by the warm helper, when one runs for the index.
 
 A terminal ``lore search`` imports typer, rich, numpy and the tokenizer and opens the
 index: about 0.4 s at 10k records. The warm helper (``lore server``, started by the
-agent hooks) already holds all of that. ``lore.__main__`` asks it first for the common
-forms of the two commands (``lore [--data-dir D] [--index-dir I] [-P P] search QUERY
-[--json] [-n N] [--explain]`` and ``... context QUERY [--format F] [--max-items N]
-[--budget-tokens N] [--gap-line]``); the helper runs the very search and renderer the
-CLI runs and sends back the bytes the CLI would have printed (rich renders into a
-buffer with the asking terminal's width and environment). Anything else, no helper,
-or a helper whose index is behind the data files (the CLI then refreshes it first):
-the full CLI answers, as before.
+agent hooks) already holds all of that. ``lore.__main__`` hands it the command line
+(``run_remote`` for the reads, ``run_remote_command`` for the writes) with the asking
+process's environment, working directory and terminal; the helper parses it with the
+CLI's own declarations and runs the CLI's own command in process (``run_command``),
+through a ``lore.Lore`` built from that environment and directory (nothing of the
+helper's is swapped), and sends back what it printed, in order. So the helper takes
+exactly the options the CLI takes, and answers what the CLI answers. Whatever click
+cannot parse, no helper, or a helper whose index is behind the data files (the CLI then
+refreshes it first): the full CLI answers, as before.
 
-The write commands (``WRITE_COMMANDS``) go to the helper whole: ``run_remote_command``
-sends the arguments, environment and working directory, and the helper runs the CLI
-command itself (``run_command``), in two steps so that a write never runs twice
-(``lore.agent.client.run_on_server``).
+A write goes in two steps so that it never runs twice (``lore.agent.client.run_on_server``).
 
-The client side (``run_remote``, ``run_remote_command``) imports only the standard
-library and ``lore.paths``; the helper side (``answer``, ``run_command``) imports what
-the CLI would.
+The client side (``run_remote``, ``run_remote_command``, ``locate``) imports only the
+standard library and ``lore.paths``; the helper side (``answer``, ``run_command``) imports
+what the CLI would.
 """
 
 from __future__ import annotations
@@ -38,53 +36,8 @@ REMOTE_TIMEOUT_S = 2.0
 # What rich reads from the environment to decide on colour and layout.
 _RICH_ENV = ("TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "TTY_COMPATIBLE",
              "TTY_INTERACTIVE", "TERM_PROGRAM")  # fmt: skip
-_GLOBAL = {"--data-dir": "data_dir", "--index-dir": "index_dir", "--project": "project", "-P": "project"}
-_FLAGS = {"search": {"--json": "json", "--explain": "explain"}, "context": {"--gap-line": "gap_line"}}
-_VALUED: dict[str, dict[str, tuple[str, int | None, int | None]]] = {
-    "search": {"--limit": ("limit", 1, 200), "-n": ("limit", 1, 200)},
-    "context": {"--max-items": ("max_items", 1, 50), "--budget-tokens": ("budget_tokens", 10, 100000),
-                "--format": ("format", None, None)},
-}  # fmt: skip
-FORMATS = ("markdown", "compact", "json")
-
-
-def parse(args: list[str]) -> dict[str, Any] | None:
-    """The request for ``args``, or None when the full CLI must parse them (any other option or form)."""
-    request: dict[str, Any] = {}
-    i = 0
-    while i < len(args) and args[i] in _GLOBAL and i + 1 < len(args):
-        request[_GLOBAL[args[i]]] = args[i + 1]
-        i += 2
-    if i >= len(args) or args[i] not in _FLAGS:
-        return None
-    command = request["command"] = args[i]
-    positional: list[str] = []
-    i += 1
-    while i < len(args):
-        arg = args[i]
-        if arg in _FLAGS[command]:
-            request[_FLAGS[command][arg]] = True
-        elif arg in _VALUED[command] and i + 1 < len(args):
-            key, low, high = _VALUED[command][arg]
-            value = args[i + 1]
-            if low is None:
-                if value not in FORMATS:
-                    return None
-                request[key] = value
-            elif high is None or not value.isdigit() or not low <= int(value) <= high:
-                return None  # the CLI says what is wrong with it
-            else:
-                request[key] = int(value)
-            i += 1
-        elif arg.startswith("-") and arg != "-":
-            return None
-        else:
-            positional.append(arg)
-        i += 1
-    if len(positional) != 1 or not positional[0].strip():
-        return None
-    request["query"] = positional[0]
-    return request
+# The reads a running helper answers from the index it holds.
+READ_COMMANDS = frozenset({"search", "context"})
 
 
 class EnvironmentDirectories:
@@ -116,9 +69,9 @@ class EnvironmentDirectories:
 
 
 def run_remote(args: list[str]) -> int | None:
-    """Print the helper's answer to ``args`` and return the exit code; None if the CLI must answer itself."""
-    request = parse(args)
-    if request is None:
+    """Print the helper's answer to the read ``args`` and return its exit code; None if the CLI must answer itself."""
+    located = locate(args, READ_COMMANDS)
+    if located is None:
         return None
     try:
         # As the prompt hook: a running helper is asked whatever LORE_SERVER says (the
@@ -126,30 +79,41 @@ def run_remote(args: list[str]) -> int | None:
         from lore.paths import Locations
 
         directories = EnvironmentDirectories(os.environ)
-        locations = Locations.resolve(request.pop("data_dir", None), request.pop("index_dir", None), directories)
+        locations = Locations.resolve(*located, directories)
         if not locations.data_dir.is_dir():
             return None  # the CLI reports it
         from lore.agent.client import ask_server_reply
 
-        environ = {key: os.environ[key] for key in _RICH_ENV if key in os.environ}
-        tty = sys.stdout.isatty()
-        if tty:
-            environ["LORE_TERMINAL_WIDTH"] = str(os.get_terminal_size(sys.stdout.fileno()).columns)
-        request.update(op="cli", data_dir=str(locations.data_dir.resolve()), cwd=os.getcwd(), tty=tty,
-                       err_tty=sys.stderr.isatty(), environ=environ)  # fmt: skip
+        request = _request("cli", args, str(locations.data_dir.resolve()))
         reply = ask_server_reply(request, time.monotonic() + REMOTE_TIMEOUT_S, locations.index_dir, directories)
     except Exception:  # whatever went wrong here, the full CLI answers (and reports it)
         return None
-    if reply is None or not isinstance(reply.get("stdout"), str) or not isinstance(reply.get("stderr"), str):
+    if reply is None or not isinstance(reply.get("code"), int) or not isinstance(reply.get("output"), list):
         return None
+    _print(reply["output"])
+    return int(reply["code"])
+
+
+def _request(op: str, args: list[str], data_dir: str) -> dict[str, Any]:
+    """What the helper needs to run ``args`` as this process would: its environment, directory and terminal."""
+    terminal = {key: os.environ[key] for key in _RICH_ENV if key in os.environ}
+    tty = sys.stdout.isatty()
+    if tty:
+        terminal["LORE_TERMINAL_WIDTH"] = str(os.get_terminal_size(sys.stdout.fileno()).columns)
+    return {"op": op, "argv": args, "data_dir": data_dir, "cwd": os.getcwd(), "environ": dict(os.environ),
+            "terminal": terminal, "tty": tty, "err_tty": sys.stderr.isatty()}  # fmt: skip
+
+
+def _print(output: list[Any]) -> None:
+    """What the command printed, on this process's streams in the order it was written."""
     try:
-        sys.stderr.write(reply["stderr"])
-        sys.stdout.write(reply["stdout"])
-        sys.stdout.flush()
+        for fd, text in output:
+            stream = sys.stdout if fd == 1 else sys.stderr
+            stream.write(text)
+            stream.flush()
     except BrokenPipeError:
         # As the CLI: a reader that went away early (`| head`) is not an error.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
 
 
 # The commands a running helper runs for a `lore` process: the writes (they need the duplicate
@@ -159,8 +123,8 @@ WRITE_COMMANDS = frozenset({"remember", "learn", "lesson", "handoff", "fail", "o
 _ROOT_VALUED = {"--data-dir": 0, "--index-dir": 1, "--project": 2, "-P": 2}
 
 
-def locate(args: list[str]) -> tuple[str | None, str | None] | None:
-    """The ``--data-dir`` and ``--index-dir`` given before a write command in ``args``; None if it is not one.
+def locate(args: list[str], commands: frozenset[str] = WRITE_COMMANDS) -> tuple[str | None, str | None] | None:
+    """The ``--data-dir`` and ``--index-dir`` given before one of ``commands`` in ``args``; None if it is not one.
 
     Only finds the helper to ask: the helper parses ``args`` with the CLI itself. Anything
     else before the command (``--debug``, ``--version``, a typo) is left to the CLI.
@@ -180,7 +144,7 @@ def locate(args: list[str]) -> tuple[str | None, str | None] | None:
         else:
             return None  # --debug (a traceback is for the terminal that asked), --version, a typo
         i += 1
-    if i >= len(args) or args[i] not in WRITE_COMMANDS or "--help" in args or "-h" in args:
+    if i >= len(args) or args[i] not in commands or "--help" in args or "-h" in args:
         return None
     return given[0], given[1]
 
@@ -202,8 +166,7 @@ def run_remote_command(args: list[str]) -> int | None:
             return None  # the CLI reports it (or creates the default one)
         from lore.agent.client import LOST, run_on_server
 
-        request = {"op": "run", "argv": args, "data_dir": str(locations.data_dir.resolve()), "cwd": os.getcwd(),
-                   "environ": dict(os.environ), "tty": sys.stdout.isatty(), "err_tty": sys.stderr.isatty()}  # fmt: skip
+        request = _request("run", args, str(locations.data_dir.resolve()))
         reply = run_on_server(request, time.monotonic() + REMOTE_TIMEOUT_S, locations.index_dir, settings)
     except Exception:  # whatever went wrong before the helper started it, the CLI runs it
         return None
@@ -214,48 +177,46 @@ def run_remote_command(args: list[str]) -> int | None:
         sys.stderr.write("Error: the warm helper took this command and did not answer; it may or may not have "
                          "run\nHint: check with `lore list` before running it again\n")  # fmt: skip
         return 1
-    try:
-        for fd, text in reply.get("output") or []:
-            stream = sys.stdout if fd == 1 else sys.stderr
-            stream.write(text)
-            stream.flush()
-    except BrokenPipeError:
-        # As the CLI: a reader that went away early is not an error.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _print(reply["output"])
     return int(reply["code"])
 
 
-def run_command(request: dict[str, Any], data_dir: str, run_parsed: Callable[[list[str]], int | None]) -> dict[str, Any]:
-    """The helper's side of ``run_remote_command``: the CLI command, in this process, as the asking process runs it.
+def run_command(request: dict[str, Any], data_dir: str, run_parsed: Callable[[list[str], dict[str, Any]], int | None],
+                commands: frozenset[str] = WRITE_COMMANDS, **host: Any) -> dict[str, Any]:
+    """The helper's side of ``run_remote_command`` (and of ``answer``): the CLI command, in this process, as the
+    asking process runs it.
 
     ``run_parsed`` is the CLI's (``lore.cli.app.run_parsed``), handed down by the entry point: the agent
-    imports no CLI.
-
-    With its environment and working directory (so the same settings, project and actor),
-    and its output captured in the order it was written, ANSI codes kept or stripped as
-    click does for the asking process's streams. ``declined``: click could not parse the
-    arguments, nothing ran.
+    imports no CLI. The command's ``lore.Lore`` is built from the asking process's environment and
+    working directory (so the same settings, project and actor) and ``host`` (``Lore``'s keywords: the
+    helper's warm session, settings already read); its output is captured in the order it was written,
+    ANSI codes kept or stripped as click does for the asking process's streams. ``declined``: not a
+    request this side runs, or click could not parse the arguments; nothing ran.
     """
     import contextlib
 
-    argv, environ, cwd = request.get("argv"), request.get("environ"), request.get("cwd")
+    from lore.api import Lore
+
+    argv, environ, cwd, terminal = request.get("argv"), request.get("environ"), request.get("cwd"), request.get("terminal")
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv) and isinstance(environ, dict)
-            and isinstance(cwd, str) and locate(argv) is not None):  # fmt: skip
-        return {"ok": True, "declined": True}  # not a request this side runs: nothing ran
+            and isinstance(cwd, str) and os.path.isabs(cwd) and isinstance(terminal, dict | None)):  # fmt: skip
+        return {"ok": True, "declined": True}
+    located = locate(argv, commands)
+    if located is None or not os.path.isdir(cwd):  # its working directory gone: it says so itself
+        return {"ok": True, "declined": True}
+    environ = {str(key): str(value) for key, value in environ.items()}
+    host = {"environ": environ, "cwd": cwd, "terminal": terminal, **host}
+    try:
+        asked = Lore(*located, environ=environ, cwd=cwd, settings=host.get("settings"), read_settings=False)
+        if str(asked.data_dir.resolve()) != data_dir:
+            return {"ok": True, "declined": True}  # not this helper's data dir after all
+    except Exception:  # a bad setting: the asking process reports it
+        return {"ok": True, "declined": True}
     output: list[list[Any]] = []
     out = _Captured(1, output, bool(request.get("tty")))
     err = _Captured(2, output, bool(request.get("err_tty")))
-    if not os.path.isdir(cwd):
-        return {"ok": True, "declined": True}  # its working directory is gone: it says so itself
-    with _AsClient(environ, cwd):
-        from lore.paths import Locations
-
-        located = locate(argv)
-        assert located is not None
-        if str(Locations.resolve(*located, EnvironmentDirectories(os.environ)).data_dir.resolve()) != data_dir:
-            return {"ok": True, "declined": True}  # not this helper's data dir after all
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = run_parsed(argv)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_parsed(argv, host)
     if code is None:
         return {"ok": True, "declined": True}
     return {"ok": True, "code": code, "output": output}
@@ -290,85 +251,31 @@ class _Captured:
         return True
 
 
-class _AsClient:
-    """The asking process's environment and working directory, for the time of a command (the helper's after)."""
-
-    def __init__(self, environ: dict[str, Any], cwd: str) -> None:
-        self.environ = {str(key): str(value) for key, value in environ.items()}
-        self.cwd = cwd
-
-    def __enter__(self) -> None:
-        self.saved, self.here = dict(os.environ), os.getcwd()
-        os.chdir(self.cwd)  # gone: OSError, and the client runs the command itself
-        os.environ.clear()
-        os.environ.update(self.environ)
-
-    def __exit__(self, *exc: object) -> None:
-        os.environ.clear()
-        os.environ.update(self.saved)
-        os.chdir(self.here)
-
-
-def answer(session: Any, request: dict[str, Any]) -> dict[str, Any]:
-    """The helper's side: what ``lore search``/``lore context`` would print, from the loaded index.
+def answer(session: Any, request: dict[str, Any], data_dir: str,
+           run_parsed: Callable[[list[str], dict[str, Any]], int | None] | None) -> dict[str, Any]:
+    """The helper's side of ``run_remote``: `lore search`/`lore context` run by the CLI's own command over
+    the loaded index (``run_command`` with the helper's session), the bytes the CLI would print.
 
     Declines (``ok: False``) when the loaded index is not the current, fresh generation:
     the CLI then refreshes the index and answers itself, so a record written a moment ago
-    is never missing from a terminal search.
+    is never missing from a terminal search. The command then reads the index as it is
+    (``index_refresh`` ``ignore``): the helper never builds on a request's path.
     """
-    import io
-
     from lore.errors import LoreError
     from lore.index.manager import IndexManager
-    from lore.project import detect_project
-    from lore.search import search, search_options
+    from lore.settings import Settings
 
     reader = session.reader
     manager = IndexManager(session.locations)
     if reader is None or manager.current_dir() != reader.directory or manager.staleness(reader.meta) is not None:
         return {"ok": False, "error": "the loaded index is not current"}
-    command = request.get("command")
-    query = request.get("query")
-    if command not in _FLAGS or not isinstance(query, str) or not query.strip():
+    if run_parsed is None or not isinstance(request.get("environ"), dict):
         return {"ok": False, "error": "bad request"}
-    cwd = request.get("cwd")
-    project = request.get("project") or detect_project(cwd if isinstance(cwd, str) else None)
-    environ = request.get("environ") if isinstance(request.get("environ"), dict) else {}
-    out, err = io.StringIO(), io.StringIO()
-    if command == "search":
-        options = search_options(limit=int(request.get("limit", 10)), current_project=str(project), include_candidates=True,
-                                 phrases="filter", syntax=True)  # fmt: skip
-        try:
-            response = search(session, query, options, policy="ignore")
-        except LoreError as error:  # a malformed query: the CLI says what is wrong, as it does without a helper
-            return {"ok": False, "error": error.message}
-        if request.get("json"):
-            import orjson
-
-            from lore.render.results import response_json
-
-            out.write(orjson.dumps(response_json(response)).decode() + "\n")
-        else:
-            from lore.render.terminal import console, render_search
-
-            render_search(response, explain=bool(request.get("explain")),
-                          out=console(file=out, tty=bool(request.get("tty")), environ=environ),
-                          err=console(stderr=True, file=err, tty=bool(request.get("err_tty")), environ=environ))  # fmt: skip
-    else:
-        import orjson
-
-        from lore.context import TERMINAL, asked, block_json, context_for
-
-        max_items = int(request.get("max_items", 5))
-        fmt = str(request.get("format", "markdown"))
-        options = search_options(limit=max_items, graph_depth=1, current_project=str(project), include_candidates=False)
-        block = context_for(session, query, options, asked(TERMINAL, int(request.get("budget_tokens", 500)), max_items,
-                                                           fmt=fmt, gap_line=bool(request.get("gap_line"))),
-                            project=str(project))  # fmt: skip
-        for notice in block.notices:
-            err.write(notice + "\n")
-        if fmt == "json":
-            out.write(orjson.dumps(block_json(block)).decode() + "\n")
-        elif block.text:
-            out.write(block.text + "\n")
-    return {"ok": True, "stdout": out.getvalue(), "stderr": err.getvalue()}
+    try:
+        settings = Settings.from_env(request["environ"])._replace(index_refresh="ignore")
+    except LoreError as error:  # the CLI says what is wrong, as it does without a helper
+        return {"ok": False, "error": error.message}
+    reply = run_command(request, data_dir, run_parsed, READ_COMMANDS, session=session, settings=settings)
+    if reply.get("declined"):
+        return {"ok": False, "error": "declined"}
+    return reply

@@ -86,9 +86,10 @@ def prepare() -> Any:
     return _every_command
 
 
-def run_parsed(args: list[str]) -> int | None:
+def run_parsed(args: list[str], host: dict[str, Any] | None = None) -> int | None:
     """``run`` in a process that runs many commands (the warm helper): the exit code, or None when click
-    cannot parse ``args``.
+    cannot parse ``args``. ``host``: ``lore.Lore``'s keywords for the command's memory (the asking
+    process's environment, working directory and terminal; the helper's warm session).
 
     None means nothing ran and nothing was printed: a usage error is raised by click while it
     parses, before any command's callback, and the write commands raise none of their own
@@ -99,7 +100,7 @@ def run_parsed(args: list[str]) -> int | None:
 
     command = prepare()
     try:
-        code = command.main(args=args, prog_name="lore", standalone_mode=False)
+        code = command.main(args=args, prog_name="lore", standalone_mode=False, obj=host)
     except (ClickException, typer.Abort):
         return None
     except Exception as error:

@@ -10,20 +10,15 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from lore import __version__
+from lore.api import Lore
 from lore.errors import LoreError
-from lore.paths import Locations
-
-if TYPE_CHECKING:
-    from lore.settings import Settings
 
 
 def lazy_module(name: str) -> ModuleType:
@@ -45,49 +40,6 @@ def lazy_module(name: str) -> ModuleType:
     sys.modules[name] = module
     loader.exec_module(module)
     return module
-
-
-@dataclass
-class AppState:
-    data_dir: str | None = None
-    index_dir: str | None = None
-    project: str | None = None
-    debug: bool = False
-    _settings: Settings | None = None
-
-    @property
-    def settings(self) -> Settings:
-        """The ``LORE_*`` settings, read and checked once, on first use (a bad value is a usage error).
-
-        Not in the callback: ``lore hook ...`` must exit 0 whatever the environment holds,
-        and reads them itself.
-        """
-        if self._settings is None:
-            from lore.settings import Settings
-
-            self._settings = Settings.from_env()
-        return self._settings
-
-    @property
-    def locations(self) -> Locations:
-        return Locations.resolve(self.data_dir, self.index_dir, self.settings)
-
-    def store(self, channel: str = "cli") -> Any:
-        from lore.store import Store
-        from lore.store.audit import default_actor
-
-        settings = self.settings
-        # Only the default data dir is created on a first write: a --data-dir or LORE_DATA_DIR
-        # that does not exist is more likely a typo than a wish for a new store.
-        default = self.data_dir is None and not settings.data_dir
-        return Store(self.locations.data_dir, actor=settings.actor or default_actor(channel), create_missing=default)
-
-    def current_project(self, cwd: Path | None = None) -> str:
-        if self.project:
-            return self.project
-        from lore.project import detect_project
-
-        return detect_project(cwd)
 
 
 def report_error(error: LoreError) -> None:
@@ -117,7 +69,7 @@ class LoreGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except LoreError as error:
-            state = ctx.obj if isinstance(ctx.obj, AppState) else None
+            state = ctx.obj if isinstance(ctx.obj, Lore) else None
             if state is not None and state.debug:
                 raise
             report_error(error)
@@ -174,9 +126,14 @@ def main_options(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
     version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True, help="Show the version and exit."),
 ) -> None:
-    ctx.obj = AppState(data_dir=data_dir, index_dir=index_dir, project=project, debug=debug)
+    # A process running commands for others (the warm helper) hands the asking process's environment,
+    # working directory, terminal and its warm search session in ``obj`` (``Lore``'s keywords).
+    host = ctx.obj if isinstance(ctx.obj, dict) else {}
+    # Settings are read on first use, not here: ``lore hook ...`` must exit 0 whatever the environment holds.
+    ctx.obj = Lore(data_dir, index_dir, project, channel="cli", debug=debug, read_settings=False, **host)
 
 
-def state(ctx: typer.Context) -> AppState:
+def state(ctx: typer.Context) -> Lore:
+    """The command line's memory (``lore.Lore``): its root options, settings, store and search session."""
     obj = ctx.find_root().obj
-    return obj if isinstance(obj, AppState) else AppState()
+    return obj if isinstance(obj, Lore) else Lore(channel="cli", read_settings=False)

@@ -40,7 +40,7 @@ def _options(ctx: typer.Context, no_redact: bool, force: bool = False, merge: bo
         from lore.errors import UsageError
 
         raise UsageError("--force and --merge exclude each other")
-    return capture.WriteOptions.configured(state(ctx).settings, redact=not no_redact, force=force, merge=merge)
+    return state(ctx).write_options(redact=not no_redact, force=force, merge=merge)
 
 
 NO_REDACT = typer.Option(False, "--no-redact", help="Store the text exactly as given, secrets included.")
@@ -58,7 +58,7 @@ def init(
 ) -> None:
     """Create a data directory in the original Lore layout (existing files are kept)."""
     st = state(ctx)
-    store = st.store()
+    store = st.store
     created = store.init(git=git, shard=shard)
     data_dir = st.locations.data_dir
     if created:
@@ -93,7 +93,7 @@ def remember(
     """Record a decision with its rationale and alternatives."""
     st = state(ctx)
     result = capture.remember(
-        st.store(), decision, project=st.current_project(), rationale=rationale, alternatives=alternative,
+        st.store, decision, project=st.current_project(), rationale=rationale, alternatives=alternative,
         tags=tag, importance=importance, confidence=confidence, outcome=outcome, decision_type=decision_type,
         session_id=session, options=_options(ctx, no_redact, force, merge),
     )  # fmt: skip
@@ -128,12 +128,12 @@ def learn(
     options = _options(ctx, no_redact, force, merge)
     if anti:
         result = capture.learn_anti(
-            st.store(), name, project=st.current_project(), symptom=symptom, risk=risk, fix=fix,
+            st.store, name, project=st.current_project(), symptom=symptom, risk=risk, fix=fix,
             category=category, severity=severity, tags=tag, options=options,
         )  # fmt: skip
     else:
         result = capture.learn(
-            st.store(), name, project=st.current_project(), context=context, problem=problem, solution=solution,
+            st.store, name, project=st.current_project(), context=context, problem=problem, solution=solution,
             category=category, origin=origin, confidence=confidence, example_bad=example_bad,
             example_good=example_good, tags=tag, options=options,
         )  # fmt: skip
@@ -154,8 +154,8 @@ def handoff(
     """Leave a session handoff: what was done, next steps, blockers, questions."""
     st = state(ctx)
     result = capture.handoff(
-        st.store(), text, project=st.current_project(), next_steps=next_step, blockers=blocker,
-        questions=question, related_ids=related, options=capture.WriteOptions(redact=not no_redact, check_duplicates=False),
+        st.store, text, project=st.current_project(), next_steps=next_step, blockers=blocker,
+        questions=question, related_ids=related, options=st.write_options(redact=not no_redact, check_duplicates=False),
     )  # fmt: skip
     _emit(result, as_json, "Handed off")
 
@@ -171,8 +171,8 @@ def fail(
 ) -> None:
     """Record a failure."""
     st = state(ctx)
-    result = capture.fail(st.store(), error_type, message, project=st.current_project(), tool=tool,
-                          options=capture.WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
+    result = capture.fail(st.store, error_type, message, project=st.current_project(), tool=tool,
+                          options=st.write_options(redact=not no_redact, check_duplicates=False))  # fmt: skip
     _emit(result, as_json, "Recorded")
 
 
@@ -186,8 +186,8 @@ def observe(
 ) -> None:
     """Record an observation (scratch notes; they decay faster in search)."""
     st = state(ctx)
-    result = capture.observe(st.store(), text, project=st.current_project(), tags=tag,
-                             options=capture.WriteOptions(redact=not no_redact, check_duplicates=False))  # fmt: skip
+    result = capture.observe(st.store, text, project=st.current_project(), tags=tag,
+                             options=st.write_options(redact=not no_redact, check_duplicates=False))  # fmt: skip
     _emit(result, as_json, "Observed")
 
 
@@ -209,7 +209,7 @@ def capture_cmd(
     """Capture anything, routed like the original: --rationale -> decision, --solution -> pattern,
     --error-type -> failure, otherwise an observation."""
     st = state(ctx)
-    store, project = st.store(), st.current_project()
+    store, project = st.store, st.current_project()
     options = _options(ctx, no_redact, force)
     if rationale is not None:
         result = capture.remember(store, text, project=project, rationale=rationale, tags=tag, options=options)

@@ -39,7 +39,7 @@ def outcome(
     """Count one success or failure of a pattern; its confidence follows the counts (docs/api.md)."""
     from lore.curate.reliability import record_outcome
 
-    record = record_outcome(state(ctx).store(), pattern_id, success)
+    record = record_outcome(state(ctx).store, pattern_id, success)
     typer.echo(_outcome_line(record, success))
 
 
@@ -49,7 +49,7 @@ def validate(
     pattern_id: str = typer.Argument(..., help="Pattern that proved itself again."),
 ) -> None:
     """Alias of `lore outcome ID --success` (the original Lore's name)."""
-    record = capture.validate_pattern(state(ctx).store(), pattern_id)
+    record = capture.validate_pattern(state(ctx).store, pattern_id)
     typer.echo(f"Validated {record.id}: {record.raw.get('validations')} validation(s), confidence {record.confidence:.2f}")
 
 
@@ -63,7 +63,7 @@ def prune(
     from lore.curate.reliability import failures, successes
     from lore.curate.reliability import prune as run_prune
 
-    found = run_prune(state(ctx).store(), below, dry_run=dry_run)
+    found = run_prune(state(ctx).store, below, dry_run=dry_run)
     verb = "Would retract" if dry_run else "Retracted"
     for item in found:
         record = item.record
@@ -86,17 +86,11 @@ def reflect(
     """
     import warnings
 
-    from lore.api import Lore
     from lore.render.records import record_json
-    from lore.store.audit import default_actor
 
-    st = state(ctx)
-    memory = Lore(st.data_dir, st.index_dir, st.current_project(), actor=st.settings.actor or default_actor("cli"),
-                  settings=st.settings)  # fmt: skip
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        record = memory.reflect(topic, lookback)
-    memory.close()
+        record = state(ctx).reflect(topic, lookback)
     for warning in caught:
         typer.echo(f"Warning: {warning.message}", err=True)
     if as_json:
@@ -146,7 +140,7 @@ def consolidate(
     """
     if yes and not apply:
         raise UsageError("--yes only makes sense with --apply")
-    store = state(ctx).store()
+    store = state(ctx).store
     from lore.curate import consolidate as consolidation
 
     review = consolidation.find_clusters(store, record_type, model=state(ctx).settings.embed_model)
@@ -192,7 +186,7 @@ def migrate(
 
     Every file touched is first copied to <data-dir>/backups/<timestamp>/.
     """
-    store = state(ctx).store()
+    store = state(ctx).store
     if shard:
         from lore.render.shard import shard_lines
         from lore.store.shard import split

@@ -9,7 +9,8 @@ import time
 
 import typer
 
-from lore.cli.base import AppState, app, state
+from lore.api import Lore
+from lore.cli.base import app, state
 
 hook_app = typer.Typer(help="Claude Code hooks: prompt context, session start, handoff stubs, install.", no_args_is_help=True)
 app.add_typer(hook_app, name="hook")
@@ -51,7 +52,7 @@ def hook_session_start(ctx: typer.Context, agent: str = typer.Option("claude-cod
     from lore.agent.hook import run_session_start_hook
 
     st = state(ctx)
-    run_session_start_hook(["--agent", agent], locations=st.locations, project=st.project)
+    run_session_start_hook(["--agent", agent], locations=st.locations, project=st.given_project)
 
 
 def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", capture: bool = False) -> None:
@@ -73,7 +74,7 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", captu
         from lore.agent.session import record_handoff_stub
         from lore.project import detect_project
 
-        record_handoff_stub(st.locations, st.project or detect_project(event_cwd(event)), session_id, event_name,
+        record_handoff_stub(st.locations, st.given_project or detect_project(event_cwd(event)), session_id, event_name,
                             st.settings)  # fmt: skip
     except Exception as exc:
         log_failure(type(exc).__name__, str(exc))
@@ -83,7 +84,7 @@ def _stub(ctx: typer.Context, event_name: str, agent: str = "claude-code", captu
             typer.echo(stop_output)
 
 
-def _capture(st: AppState, event: dict, session_id: str | None, flag: bool) -> None:
+def _capture(st: Lore, event: dict, session_id: str | None, flag: bool) -> None:
     """Hand the session's transcript to a detached `lore capture-session` when capture is on; never raises."""
     from lore.agent.hook import log_failure
     from lore.sessions.background import capture_enabled, spawn_capture
@@ -92,8 +93,8 @@ def _capture(st: AppState, event: dict, session_id: str | None, flag: bool) -> N
     if not capture_enabled(flag, st.settings) or not isinstance(path, str) or not path:
         return
     try:
-        spawn_capture(os.path.expanduser(path), session_id, st.settings, data_dir=st.data_dir, index_dir=st.index_dir,
-                      project=st.project)  # fmt: skip
+        spawn_capture(os.path.expanduser(path), session_id, st.settings, data_dir=_text(st.given_data_dir),
+                      index_dir=_text(st.given_index_dir), project=st.given_project)  # fmt: skip
     except Exception as exc:
         log_failure("capture-spawn", repr(exc))
 
@@ -236,3 +237,7 @@ def server_disable(ctx: typer.Context) -> None:
     path.touch()
     stopped = client.stop(state(ctx).locations.index_dir, state(ctx).settings)
     typer.echo("lore server auto-start disabled" + (f"; stopped the running helper (pid {stopped})" if stopped else ""))
+
+
+def _text(path: object) -> str | None:
+    return None if path is None else str(path)

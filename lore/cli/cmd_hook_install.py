@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from lore.agent.hook import AGENTS
-from lore.cli.base import AppState, state
+from lore.api import Lore
+from lore.cli.base import state
 from lore.cli.cmd_hook import hook_app
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def install_command(
                    "pays a cold search; `lore server enable` lets session start launch it.", err=True)  # fmt: skip
 
 
-def _remember_mcp_handshakes(st: AppState) -> None:
+def _remember_mcp_handshakes(st: Lore) -> None:
     """Let the agent's first `lore mcp` answer its handshake at once (see lore.agent.mcp_start)."""
     from lore.agent.mcp_start import remember_handshakes, require_sdk
     from lore.errors import LoreError

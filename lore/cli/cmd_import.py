@@ -31,7 +31,7 @@ def export(
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file (default: stdout)."),
 ) -> None:
     """Write every record and edge as portable JSON Lines (deterministic order)."""
-    store = state(ctx).store()
+    store = state(ctx).store
     if out is None:
         transfer.write_export(store, sys.stdout.buffer)
         sys.stdout.buffer.flush()
@@ -47,7 +47,7 @@ def _merge(ctx: typer.Context, source: transfer.Source, dry_run: bool, no_redact
     # A bar on a terminal (stderr) once the import has run for a second; nothing otherwise.
     bar, stop = terminal_progress()
     try:
-        summary = transfer.merge(state(ctx).store(), source, dry_run=dry_run, redact=not no_redact,
+        summary = transfer.merge(state(ctx).store, source, dry_run=dry_run, redact=not no_redact,
                                  progress=lambda done, total: bar("import", done, total))  # fmt: skip
     finally:
         stop()
@@ -92,7 +92,7 @@ def import_mcp_memory(
     no_redact: bool = NO_REDACT,
 ) -> None:
     """Import MCP memory entities (one observation each) and relations (typed edges)."""
-    _merge(ctx, transfer.read_mcp_memory(file, project=state(ctx).project), dry_run, no_redact)
+    _merge(ctx, transfer.read_mcp_memory(file, project=state(ctx).given_project), dry_run, no_redact)
 
 
 @import_app.command("claude-code")
@@ -113,10 +113,10 @@ def import_claude_code(
     st = state(ctx)
     home = claude_code.config_dir(os.environ.get("CLAUDE_CONFIG_DIR"))  # Claude Code's variable, read where it is asked for
     paths = claude_code.transcripts(home / "projects", project, parse_when(since, datetime.now(UTC)) if since else None)
-    store = st.store("capture")
+    store = st.store_for("capture")
     step, done = _progress(len(paths))
     try:
-        summary = claude_code.import_transcripts(store, paths, project=st.project, dry_run=dry_run, step=step,
+        summary = claude_code.import_transcripts(store, paths, project=st.given_project, dry_run=dry_run, step=step,
                                                  settings=st.settings, batch_size=batch)  # fmt: skip
     finally:
         done()

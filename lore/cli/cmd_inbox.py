@@ -42,7 +42,7 @@ def inbox(
         return
     from lore.store.records import normalise_kind
 
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     kinds = frozenset(normalise_kind(k) for k in kind) if kind else None
     found = inbox_core.list_candidates(store, kinds)
@@ -80,7 +80,7 @@ def accept(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per accepted record."),
 ) -> None:
     """Make candidates active (searchable and injected), at their type's normal confidence."""
-    records = inbox_core.accept(state(ctx).store(), list(ids or []), all_candidates=all_candidates)
+    records = inbox_core.accept(state(ctx).store, list(ids or []), all_candidates=all_candidates)
     _report("Accepted", records, as_json)
 
 
@@ -92,7 +92,7 @@ def reject(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per rejected record."),
 ) -> None:
     """Delete candidates (audited) and remember their text, so capture does not propose it again."""
-    records = inbox_core.reject(state(ctx).store(), list(ids or []), all_candidates=all_candidates)
+    records = inbox_core.reject(state(ctx).store, list(ids or []), all_candidates=all_candidates)
     _report("Rejected", records, as_json)
 
 
@@ -157,7 +157,7 @@ def edit(
     as_json: bool = typer.Option(False, "--json", help="Print the edited record as JSON."),
 ) -> None:
     """Change a candidate's fields: `lore inbox edit ID --rationale "..." --tags a,b`; none given: $EDITOR."""
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     changes = _field_pairs(list(ctx.args))
     if not changes:

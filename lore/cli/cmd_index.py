@@ -53,15 +53,13 @@ def index_main(
     from lore.index.manager import IndexManager
 
     st = state(ctx)
-    manager = IndexManager(st.locations, st.store())
+    manager = IndexManager(st.locations, st.store)
     progress, stop = terminal_progress()
     try:
         report = manager.build(rebuild=rebuild, progress=progress)
-        from lore.search import SearchSession
-
         # What the store gives prompts it cannot answer, beside the index: the prompt hook's decision
         # reads its evidence on this scale from the first prompt (lore.rank.null).
-        SearchSession(st.locations).ensure_null()
+        st.search_session().ensure_null()
     finally:
         stop()
     for warning in report.warnings:
@@ -87,7 +85,7 @@ def index_status(
     from lore.index.manager import IndexManager
 
     st = state(ctx)
-    status = IndexManager(st.locations, st.store()).status()
+    status = IndexManager(st.locations, st.store).status()
     meta = status.meta
     payload: dict[str, Any] = {
         "index_dir": str(status.index_dir),

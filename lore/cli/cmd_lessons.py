@@ -49,9 +49,8 @@ def _notices(notices: list[str], record_id: str, redactions: list[str]) -> None:
 def lesson(
     ctx: typer.Context,
     situation: str | None = typer.Option(None, "--situation", help="What was going on when it went wrong."),
-    error_pattern: str | None = typer.Option(
-        None, "--error-pattern", help="The error, as it shows (with --scope, the lesson's identity)."
-    ),
+    error_pattern: str | None = typer.Option(None, "--error-pattern",
+                                             help="The error, as it shows (with --scope, the lesson's identity)."),
     oversight: str | None = typer.Option(None, "--oversight", help="What was missed."),
     fix: str | None = typer.Option(None, "--fix", help="What fixed it."),
     rule: str | None = typer.Option(None, "--rule", help="The rule that prevents it next time."),
@@ -96,11 +95,11 @@ def lesson(
     if force and merge:
         raise UsageError("--force and --merge exclude each other")
     st = state(ctx)
-    store = st.store()
+    store = st.store
     result = lessons_core.record_lesson(
         store, situation=str(situation), error_pattern=str(error_pattern), oversight=str(oversight), fix=str(fix),
         rule=str(rule), severity=str(severity), scope=str(scope), inverse=inverse, confidence=confidence,
-        tags=tag, project=st.current_project(), options=capture.WriteOptions.configured(st.settings, redact=not no_redact, force=force,
+        tags=tag, project=st.current_project(), options=st.write_options(redact=not no_redact, force=force,
                                                                              merge=merge),
     )  # fmt: skip
     record = result.record
@@ -139,7 +138,7 @@ def lesson_show(
     """Show one lesson as text, JSON or the yamo LessonLearned block."""
     if output_format not in ("yamo", "text", "json"):
         raise UsageError(f"unknown format {output_format!r}", hint="formats: yamo, text, json")
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     record = lessons_core.get_lesson(store, lesson_id)
     if output_format == "yamo":
@@ -160,7 +159,7 @@ def lesson_distill(
     from lore.curate.distill import distill_failures
 
     st = state(ctx)
-    store = st.store()
+    store = st.store
     store.require()
     found = distill_failures(store, dry_run=dry_run, auto_accept=st.settings.auto_accept)
     if as_json:
@@ -201,7 +200,7 @@ def lessons_cmd(
     as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
 ) -> None:
     """List active lessons, most severe first (then most relevant to QUERY, then most confident)."""
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     found = lessons_core.list_lessons(store, query, min_confidence=min_confidence, limit=limit)
     if as_json:

@@ -14,4 +14,4 @@ def mcp(ctx: typer.Context) -> None:
 
     require_sdk()
     st = state(ctx)
-    serve(st.locations, project=st.project, settings=st.settings)
+    serve(st.locations, project=st.given_project, settings=st.settings)

@@ -38,7 +38,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print the record as JSON."),
 ) -> None:
     """Show one record in full, with its links."""
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     snapshot = store.load()
     record = snapshot.get(record_id)
@@ -67,7 +67,7 @@ def list_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List records, newest first."""
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     snapshot = store.load()
     _warn_load(snapshot)
@@ -95,7 +95,7 @@ def resume(
 ) -> None:
     """Show the latest handoff for the current project."""
     st = state(ctx)
-    store = st.store()
+    store = st.store
     store.require()
     project = st.current_project()
     from lore.agent.session import latest_handoff
@@ -117,7 +117,7 @@ def stats(
     """Count records by type, status and project."""
     from lore.store.health import summary
 
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     snapshot = store.load()
     payload = summary(store, snapshot)
@@ -146,7 +146,7 @@ def doctor(
     from lore.store.health import diagnose
 
     st = state(ctx)
-    store = st.store()
+    store = st.store
     store.require()
     found = diagnose(store, store.load())
     side = diagnose_agent_side(st.locations, st.settings)

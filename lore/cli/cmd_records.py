@@ -27,7 +27,7 @@ def retract(
     reason: str = typer.Option(..., "--reason", help="Why it no longer holds."),
 ) -> None:
     """Retract a record: it stays in the file but is hidden from search unless --all."""
-    record = capture.retract(state(ctx).store(), record_id, reason)
+    record = capture.retract(state(ctx).store, record_id, reason)
     typer.echo(f"Retracted {KIND_LABEL[record.kind]} {record.id}: {record.title}")
 
 
@@ -40,7 +40,7 @@ def delete(
     """Delete a record and its edges for good (prefer `retract`, which keeps history)."""
     if not yes:
         raise UsageError("delete removes the record from its file for good", hint="add --yes to confirm, or use `lore retract`")
-    record = state(ctx).store().delete(record_id)
+    record = state(ctx).store.delete(record_id)
     typer.echo(f"Deleted {KIND_LABEL[record.kind]} {record.id}: {record.title}")
 
 
@@ -51,7 +51,7 @@ def supersede(
     new_id: str = typer.Argument(..., help="The record that replaces it."),
 ) -> None:
     """Mark OLD as superseded by NEW (status, superseded_by, and a supersedes edge)."""
-    record = capture.supersede(state(ctx).store(), old_id, new_id)
+    record = capture.supersede(state(ctx).store, old_id, new_id)
     typer.echo(f"{record.id} is superseded by {record.raw.get('superseded_by')}")
 
 
@@ -64,7 +64,7 @@ def link(
     weight: float = typer.Option(1.0, "--weight", min=0.0, help="Edge weight."),
 ) -> None:
     """Add a typed edge between two records."""
-    edge = state(ctx).store().link(source, target, relation, weight=weight)
+    edge = state(ctx).store.link(source, target, relation, weight=weight)
     typer.echo(f"Linked {edge.source} -{edge.relation}-> {edge.target}")
 
 
@@ -76,7 +76,7 @@ def unlink(
     relation: str | None = typer.Option(None, "--relation", help="Only edges with this relation."),
 ) -> None:
     """Remove the edges from SOURCE to TARGET."""
-    removed = state(ctx).store().unlink(source, target, relation)
+    removed = state(ctx).store.unlink(source, target, relation)
     typer.echo(f"Removed {removed} edge(s) from {source} to {target}")
 
 
@@ -88,7 +88,7 @@ def restore(
     """Make a retracted record active again."""
     from lore.curate.reliability import restore as run_restore
 
-    record = run_restore(state(ctx).store(), record_id)
+    record = run_restore(state(ctx).store, record_id)
     typer.echo(f"Restored {KIND_LABEL[record.kind]} {record.id}: {record.title}")
 
 
@@ -97,7 +97,7 @@ def audit_verify(ctx: typer.Context) -> None:
     """Check the audit chain; names the first edited, removed or reordered entry."""
     from lore.store import audit
 
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     checked, problem = audit.verify(store.data_dir)
     if problem is None:
@@ -118,7 +118,7 @@ def audit_log(
     """Show the audit history."""
     from lore.store import audit
 
-    store = state(ctx).store()
+    store = state(ctx).store
     store.require()
     for entry in audit.history(store.data_dir, record_id):
         if as_json:

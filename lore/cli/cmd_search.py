@@ -15,13 +15,11 @@ def build_options(ctx: typer.Context, *, limit: int, kinds: list[str] | None, pr
                   channels: str | None, diversity: bool, disable: list[str] | None, weights: str | None,
                   adaptive: bool = False, fusion: str = "score", include_candidates: bool = True,
                   phrases: str = "hint", syntax: bool = False) -> object:  # fmt: skip
-    from lore.search import search_options
-
-    return search_options(limit=limit, kinds=kinds, project=project, tags=tags, since=since, until=until,
-                          include_all=include_all, intent=intent, graph_depth=graph_depth, channels=channels,
-                          diversity=diversity, disable=disable, weights=weights, adaptive=adaptive, fusion=fusion,
-                          include_candidates=include_candidates, current_project=state(ctx).current_project(),
-                          phrases=phrases, syntax=syntax)  # fmt: skip
+    return state(ctx).search_options(limit=limit, kinds=kinds, project=project, tags=tags, since=since, until=until,
+                                     include_all=include_all, intent=intent, graph_depth=graph_depth,
+                                     channels=channels, diversity=diversity, disable=disable, weights=weights,
+                                     adaptive=adaptive, fusion=fusion, include_candidates=include_candidates,
+                                     phrases=phrases, syntax=syntax)  # fmt: skip
 
 
 @app.command()
@@ -49,8 +47,6 @@ def search(
 ) -> None:
     """Search decisions, patterns, lessons, handoffs, failures and observations."""
     from lore.cli.cmd_index import terminal_progress
-    from lore.search import SearchSession
-    from lore.search import search as run_search
 
     if not query.strip():
         raise UsageError("the query is empty", hint="say what you are looking for, or list records with `lore list`")
@@ -62,8 +58,7 @@ def search(
                             fusion=fusion, phrases="filter", syntax=True)  # fmt: skip
     progress, stop = terminal_progress()
     try:
-        response = run_search(SearchSession(st.locations, llm_cmd=st.settings.llm_cmd), query, options,  # type: ignore[arg-type]
-                              policy=st.settings.index_refresh, progress=progress)  # fmt: skip
+        response = st.run_search(query, options, progress=progress)  # type: ignore[arg-type]
     finally:
         stop()
     if as_json:
@@ -71,9 +66,10 @@ def search(
 
         typer.echo(orjson.dumps(response_json(response)).decode())
         return
-    from lore.render.terminal import render_search
+    from lore.render.terminal import consoles, render_search
 
-    render_search(response, explain=explain)
+    out, err = consoles(st.terminal)
+    render_search(response, explain=explain, out=out, err=err)
 
 
 @app.command()
@@ -89,9 +85,8 @@ def context(
     include_all: bool = typer.Option(False, "--all", help="Include superseded and retracted records."),
 ) -> None:
     """Print the agent-ready block of the most relevant memories, within a token budget."""
-    from lore.context import FORMATS, TERMINAL, asked, block_json, context_for
+    from lore.context import FORMATS, TERMINAL, asked, block_json
     from lore.context import synthesize as run_synthesis
-    from lore.search import SearchSession
 
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint="formats: " + ", ".join(FORMATS))
@@ -100,9 +95,7 @@ def context(
     options = build_options(ctx, limit=max_items, kinds=None, project=None, tags=None, since=None, until=None,
                             include_all=include_all, intent=None, graph_depth=graph_depth, channels=None,
                             diversity=False, disable=None, weights=None, include_candidates=False)  # fmt: skip
-    session = SearchSession(st.locations, llm_cmd=st.settings.llm_cmd)
-    block = context_for(session, query, options, asked(TERMINAL, budget_tokens, max_items, fmt=fmt, gap_line=gap_line),
-                        project=st.current_project(), policy=st.settings.index_refresh)  # fmt: skip
+    block = st.run_context(query, options, asked(TERMINAL, budget_tokens, max_items, fmt=fmt, gap_line=gap_line))  # type: ignore[arg-type]
     if synthesize:
         block = run_synthesis(block, st.settings.llm_cmd)
     for notice in block.notices:

@@ -69,6 +69,6 @@ def capture_session(
     from lore.sessions.pipeline import capture_session as capture
 
     st = state(ctx)
-    report = capture(st.store("capture"), path, project=st.project, session_id=session, method=method, dry_run=dry_run,
+    report = capture(st.store_for("capture"), path, project=st.given_project, session_id=session, method=method, dry_run=dry_run,
                      settings=st.settings)  # fmt: skip
     render_report(report, as_json)

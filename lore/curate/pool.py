@@ -23,7 +23,7 @@ appended (``appended``): nothing is hashed again then.
 
 A long-lived process (the warm helper, the MCP server, a ``Lore``) keeps its pool in
 memory (``pool_for``); a CLI process loads it from a cache file (``cache_path``) and saves
-it after its write (``lore.capture.SAVE_POOL_AFTER_WRITE``), so the next process finds it current.
+it after its write (``lore.capture.WriteOptions.save_pool``), so the next process finds it current.
 """
 
 from __future__ import annotations
@@ -641,7 +641,14 @@ _POOLS_GUARD = threading.Lock()
 
 def pool_for(data_dir: Path, cache_dir: Path | None) -> DecisionPool:
     """This process's pool for ``data_dir``: kept in memory, loaded on first use from its cache file in
-    ``cache_dir`` (``lore.paths.write_check_dir``; None: no cache file, the pool is built from the store)."""
+    ``cache_dir`` (``lore.paths.write_check_dir``; None: no cache file, the pool is built from the store).
+
+    Process-wide (``_POOLS``), not a field of a ``Store`` or ``Lore``, on purpose: a pool is this
+    process's view of a file on disk, and a long-lived process (the warm helper, the MCP server)
+    builds a new ``Store`` and ``Lore`` for every command, which must all find the one view (a
+    second would be built from a whole read of the store, 1-2 s at 10,000 decisions, and the two
+    would drift apart). Its state is the file's, checked against the file before each use.
+    """
     from lore.store.store import watch
 
     key = data_dir.resolve()

@@ -87,6 +87,28 @@ def embed_texts(texts: list[str], model: str | None,
 
 
 
+def _merged_vectors(records: list[Record], old_rows: dict[str, int], old_vectors: Any, changed: list[Record],
+                    embedded_changed: Any) -> Any:  # fmt: skip
+    """The vectors of ``records``, in order: the old index's row for an unchanged record, the fresh one for a changed one.
+
+    Unchanged rows gathered in one fancy-index read of the memory map, fresh rows filled
+    after. Only rows the old index holds are read: it may hold none at all.
+    """
+    import numpy as np
+
+    fresh = {r.id: i for i, r in enumerate(changed)}
+    dim = old_vectors.shape[1] if old_vectors.ndim == 2 else embedded_changed.shape[1]
+    new_matrix = np.zeros((len(records), dim), dtype=np.float32)
+    kept = [(row, old_rows[r.id]) for row, r in enumerate(records) if r.id not in fresh]
+    if kept:
+        new_positions, old_positions = (np.asarray(side, dtype=np.int64) for side in zip(*kept, strict=True))
+        new_matrix[new_positions] = old_vectors[old_positions]
+    for row, record in enumerate(records):
+        if record.id in fresh:
+            new_matrix[row] = embedded_changed[fresh[record.id]]
+    return new_matrix
+
+
 class Builder:
     """Writes generations of the index in ``index_dir`` from the records of ``store``."""
 
@@ -193,20 +215,7 @@ class Builder:
             embedded_changed, identity, warning = embed_texts([embedding_text(r) for r in changed], self.model, progress)
             if embedded_changed is None:
                 return None
-            import numpy as np
-
-            fresh = {r.id: i for i, r in enumerate(changed)}
-            # Unchanged rows gathered in one fancy-index read of the memory map, fresh rows
-            # filled after. Only rows the old index holds are read: it may hold none at all.
-            dim = old_vectors.shape[1] if old_vectors.ndim == 2 else embedded_changed.shape[1]
-            new_matrix = np.zeros((len(records), dim), dtype=np.float32)
-            kept = [(row, old_rows[r.id]) for row, r in enumerate(records) if r.id not in fresh]
-            if kept:
-                new_positions, old_positions = (np.asarray(side, dtype=np.int64) for side in zip(*kept, strict=True))
-                new_matrix[new_positions] = old_vectors[old_positions]
-            for row, record in enumerate(records):
-                if record.id in fresh:
-                    new_matrix[row] = embedded_changed[fresh[record.id]]
+            new_matrix = _merged_vectors(records, old_rows, old_vectors, changed, embedded_changed)
         table = Table()
         docs: list[dict[str, Any] | bytes] = []
         changed_ids = {r.id for r in changed}

@@ -149,19 +149,11 @@ def _last_file(data_dir: Path, kind: str) -> str | None:
     return str(files[-1].relative_to(data_dir)) if files else None
 
 
-def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexReader | None = None, *,
-           model: str | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
-    """Write a delta segment for records appended since ``meta``; None when the full refresh is needed.
-
-    ``reader``: the generation's reader, loaded (by the manager's check), whose parts are used
-    instead of reading them again. Returns the new meta (not yet committed: the caller writes
-    ``meta.json``) and the report.
-    """
-    from lore.index.build import BuildReport
-
-    changed = changed_sources(meta, data_dir)
-    if not changed:
-        return None
+def _appended(meta: GenerationMeta, data_dir: Path,
+              changed: list[str]) -> tuple[dict[str, Record], dict[str, Any], dict[str, str], set[str]] | None:  # fmt: skip
+    """The records appended to the ``changed`` record files since ``meta`` (the last line of an id wins), the files'
+    manifest and digests after the read, and the ids appended to an earlier file than the last of their kind;
+    None when a change is not an append of whole lines (or adds nothing)."""
     manifest = source_manifest(data_dir)
     digests = dict(meta.digests)
     appended: list[Record] = []
@@ -209,6 +201,76 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
         latest[record.id] = record
     if not latest:
         return None
+    return latest, manifest, digests, earlier
+
+
+def _write_rows(directory: Path, files: dict[str, str], names: dict[str, str], delta: Table, kept_delta: list[int],
+                fresh: list[Record], dead: set[int]) -> tuple[Table, list[int]]:  # fmt: skip
+    """Write the delta segment's table, retired base rows and BM25 counts under ``names``; the table and the
+    retired rows, sorted."""
+    has_delta = "delta_table" in files
+    # The table: kept delta rows as they were (columns and serialised docs), then the fresh ones.
+    table = Table()
+    docs: list[dict[str, Any] | bytes] = []
+    old_lines = delta.read_doc_lines() if has_delta else []
+    for row in kept_delta:
+        table.append_row_of(delta, row)
+        docs.append(old_lines[row])
+    for record in fresh:
+        table.append(record, record_hash(record))
+        docs.append(doc_of(record))
+    table.save(directory / names["delta_table"], directory / names["delta_docs"], docs)
+    new_dead = sorted(dead)
+    (directory / names["delta_dead"]).write_bytes(orjson.dumps(new_dead))
+
+    # BM25 counts: kept rows copied, fresh ones analysed.
+    old_forward = (bm25.read_forward(directory / files["delta_bm25_vocab"], directory / files["delta_bm25_forward"])
+                   if has_delta else bm25.forward_from_terms([]))  # fmt: skip
+    sources = [*kept_delta, *(-(k + 1) for k in range(len(fresh)))]
+    forward = bm25.reassemble(old_forward, sources, [lexical_fields(r) for r in fresh])
+    bm25.write_forward(forward, directory / names["delta_bm25_vocab"], directory / names["delta_bm25_forward"])
+    return table, new_dead
+
+
+def _write_vectors(directory: Path, files: dict[str, str], names: dict[str, str], kept_delta: list[int],
+                   fresh: list[Record], model: str | None) -> bool:  # fmt: skip
+    """Write the delta segment's vectors: the kept rows' as they were, then the fresh records' (False: no model
+    to embed them)."""
+    import numpy as np
+
+    from lore.embedder import get_query_encoder
+    from lore.errors import ModelError
+    from lore.index import vectors
+
+    has_delta = "delta_table" in files
+    try:
+        encoded = get_query_encoder(model).encode([embedding_text(r) for r in fresh])
+    except ModelError:
+        return False
+    old_matrix = vectors.load_file(directory / files["delta_vectors"]) if has_delta else None
+    kept = np.asarray(old_matrix[kept_delta], dtype=np.float32) if old_matrix is not None and kept_delta else None
+    matrix = encoded if kept is None else np.concatenate([kept, encoded])
+    vectors.save_as(directory / names["delta_vectors"], matrix)
+    return True
+
+
+def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexReader | None = None, *,
+           model: str | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
+    """Write a delta segment for records appended since ``meta``; None when the full refresh is needed.
+
+    ``reader``: the generation's reader, loaded (by the manager's check), whose parts are used
+    instead of reading them again. Returns the new meta (not yet committed: the caller writes
+    ``meta.json``) and the report.
+    """
+    from lore.index.build import BuildReport
+
+    changed = changed_sources(meta, data_dir)
+    if not changed:
+        return None
+    read = _appended(meta, data_dir, changed)
+    if read is None:
+        return None
+    latest, manifest, digests, earlier = read
     files = meta.files
     has_delta = "delta_table" in files
     try:
@@ -247,43 +309,11 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
     revision = meta.revision + 1
     names = delta_names(revision)
     fresh = list(latest.values())
-    # The table: kept delta rows as they were (columns and serialised docs), then the fresh ones.
-    table = Table()
-    docs: list[dict[str, Any] | bytes] = []
-    old_lines = delta.read_doc_lines() if has_delta else []
-    for row in kept_delta:
-        table.append_row_of(delta, row)
-        docs.append(old_lines[row])
-    for record in fresh:
-        table.append(record, record_hash(record))
-        docs.append(doc_of(record))
-    table.save(directory / names["delta_table"], directory / names["delta_docs"], docs)
-    new_dead = sorted(retired | set(updated_base))
-    (directory / names["delta_dead"]).write_bytes(orjson.dumps(new_dead))
-
-    # BM25 counts: kept rows copied, fresh ones analysed.
-    old_forward = (bm25.read_forward(directory / files["delta_bm25_vocab"], directory / files["delta_bm25_forward"])
-                   if has_delta else bm25.forward_from_terms([]))  # fmt: skip
-    sources = [*kept_delta, *(-(k + 1) for k in range(len(fresh)))]
-    forward = bm25.reassemble(old_forward, sources, [lexical_fields(r) for r in fresh])
-    bm25.write_forward(forward, directory / names["delta_bm25_vocab"], directory / names["delta_bm25_forward"])
-
+    table, new_dead = _write_rows(directory, files, names, delta, kept_delta, fresh, retired | set(updated_base))
     warning = None
     if meta.embeddings and "vectors" in files:
-        import numpy as np
-
-        from lore.embedder import get_query_encoder
-        from lore.errors import ModelError
-        from lore.index import vectors
-
-        try:
-            encoded = get_query_encoder(model).encode([embedding_text(r) for r in fresh])
-        except ModelError:
+        if not _write_vectors(directory, files, names, kept_delta, fresh, model):
             return None
-        old_matrix = vectors.load_file(directory / files["delta_vectors"]) if has_delta else None
-        kept = np.asarray(old_matrix[kept_delta], dtype=np.float32) if old_matrix is not None and kept_delta else None
-        matrix = encoded if kept is None else np.concatenate([kept, encoded])
-        vectors.save_as(directory / names["delta_vectors"], matrix)
     else:
         names.pop("delta_vectors")
 

@@ -43,6 +43,15 @@ def log_response(path: Path, response: Any, stats: dict[str, tuple[int, float]],
         stats[rid] = (count + 1, now)
 
 
+def stamp(path: Path) -> tuple[int, int, int] | None:
+    """The log's inode, size and modification time (None: no log): what tells a held copy of its counts is behind."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 def load_stats(path: Path) -> dict[str, tuple[int, float]]:
     """id -> (times returned, last time returned)."""
     stats: dict[str, tuple[int, float]] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from lore.rank.pipeline import SearchResponse
@@ -39,6 +40,17 @@ def console(stderr: bool = False, *, file: Any = None, tty: bool | None = None,
         width = int(environ["LORE_TERMINAL_WIDTH"])
     return _Console(file=file, highlight=False, soft_wrap=not tty, width=width if tty else 100,
                     force_terminal=tty, _environ=environ)  # fmt: skip
+
+
+def consoles(terminal: Mapping[str, str] | None) -> tuple[Any, Any]:
+    """The stdout and stderr consoles a command renders with: None, None for this process's own terminal; for a
+    terminal described by its environment (``Lore.terminal``: the warm helper running a command for a ``lore``
+    process), consoles writing to the current ``sys.stdout``/``sys.stderr`` as that terminal would show it."""
+    if terminal is None:
+        return None, None
+    environ = dict(terminal)
+    return (console(file=sys.stdout, tty=sys.stdout.isatty(), environ=environ),
+            console(stderr=True, file=sys.stderr, tty=sys.stderr.isatty(), environ=environ))  # fmt: skip
 
 
 def _snippet(content: str, terms: set[str], width: int = 220) -> str:

@@ -173,7 +173,12 @@ _WATCHERS: dict[Path, Any] = {}
 
 
 def watch(path: Path, watcher: Any) -> None:
-    """Register ``watcher`` (``ids_if_current() -> set | None``, ``appended()``, ``lock``) for the record file ``path``."""
+    """Register ``watcher`` (``ids_if_current() -> set | None``, ``appended()``, ``lock``) for the record file ``path``.
+
+    Process-wide (``_WATCHERS``), as the pools that register here (``lore.curate.pool.pool_for`` says
+    why): every ``Store`` of the process appending to ``path`` must find the view, and the store,
+    below the write checks, cannot be handed it. A watcher answers only when it is current with the file.
+    """
     _WATCHERS[path] = watcher
 
 

@@ -763,6 +763,27 @@ def _push_error(label: str, output: str) -> SyncError:
     return SyncError(f"git push to {label} was refused: {output}", hint=hint)
 
 
+def _open_or_set_up(data_dir: Path, setup_url: str | None, remote: str | None) -> tuple[Git, bool]:
+    """The data dir's repository, connected first to ``setup_url`` as ``remote`` when given (and made a repository
+    if it is none yet: then the second value is True)."""
+    if setup_url is None:
+        return _open_repository(data_dir), False
+    git = Git(data_dir)
+    initialised = False
+    if git.toplevel() is None:
+        git.init(DEFAULT_BRANCH)
+        initialised = True
+    git = _open_repository(data_dir)
+    name = remote or DEFAULT_REMOTE
+    existing = git.remote_url(name)
+    if existing is None:
+        git.run("remote", "add", name, setup_url)
+    elif existing != setup_url:
+        raise SyncError(f"the remote {name!r} of {data_dir} already points at {existing}",
+                        hint="use --remote NAME for another remote, or change it with `git remote set-url`")  # fmt: skip
+    return git, initialised
+
+
 def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, setup_url: str | None = None,
          index_dir: Path | None = None, actor: str = "lore", push_attempts: int = PUSH_ATTEMPTS) -> SyncReport:  # fmt: skip
     """Commit, fetch, merge and push the data dir (``setup_url``: connect it to that remote first)."""
@@ -777,22 +798,7 @@ def sync(data_dir: Path, *, remote: str | None = None, dry_run: bool = False, se
         # A path on disk: git would read a relative one from the data dir, not from where it was typed.
         setup_url = str(Path(setup_url).expanduser().resolve())
     Store(data_dir).require()
-    git = Git(data_dir)
-    initialised = False
-    if setup_url is not None:
-        if git.toplevel() is None:
-            git.init(DEFAULT_BRANCH)
-            initialised = True
-        git = _open_repository(data_dir)
-        name = remote or DEFAULT_REMOTE
-        existing = git.remote_url(name)
-        if existing is None:
-            git.run("remote", "add", name, setup_url)
-        elif existing != setup_url:
-            raise SyncError(f"the remote {name!r} of {data_dir} already points at {existing}",
-                            hint="use --remote NAME for another remote, or change it with `git remote set-url`")  # fmt: skip
-    else:
-        git = _open_repository(data_dir)
+    git, initialised = _open_or_set_up(data_dir, setup_url, remote)
     branch = git.branch()
     if branch is None:
         raise SyncError(f"{data_dir} has no branch checked out (detached HEAD)",

@@ -34,22 +34,23 @@ class Loaded:
 
 
 class Memory:
-    def __init__(self, locations: Locations, *, current_project: str | None, settings: Settings | None = None) -> None:
-        from lore.settings import Settings
+    """The web view's reading of a ``lore.Lore`` (its settings, project, store and search session), made safe
+    for the threads that answer requests."""
 
+    def __init__(self, locations: Locations, *, current_project: str | None, settings: Settings | None = None) -> None:
+        from lore.api import Lore
+
+        self.lore = Lore(project=current_project, settings=settings, locations=locations, channel="ui")
         self.locations = locations
-        self.settings = settings if settings is not None else Settings.from_env()
+        self.settings = self.lore.settings
         self.current_project = current_project
         self._loaded: Loaded | None = None
         self._load_lock = threading.Lock()
         self._search_lock = threading.Lock()
-        self._session: Any = None
 
     @property
     def store(self) -> Store:
-        from lore.store import Store
-
-        return Store(self.locations.data_dir)
+        return self.lore.store_for("ui")
 
     def _signature(self) -> tuple[tuple[str, int, int], ...]:
         from lore.store import audit
@@ -93,6 +94,7 @@ class Memory:
     def options(self, **chosen: Any) -> SearchOptions:
         from lore.search import search_options
 
+        # The project the view was opened for (None: it favours none), as given, not detected.
         return search_options(current_project=self.current_project, **chosen)
 
     def search(self, query: str, options: SearchOptions) -> SearchResponse:
@@ -101,23 +103,16 @@ class Memory:
         A person browsing is not an agent retrieving: reinforcement counts what agents
         were given. The access history is read afresh, so the ranking matches the CLI's.
         """
-        from lore.search import SearchSession, search
-
         with self._search_lock:
-            if self._session is None:
-                self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
-            self._session.access = None
-            return search(self._session, query, options, policy=self.settings.index_refresh, log_access=False)
+            self.lore.search_session().access = None
+            return self.lore.run_search(query, options, log_access=False)
 
     def warm(self) -> None:
         """Open (and if needed refresh) the index, so the first search does not wait for it."""
-        from lore.search import SearchSession
-
         with self._search_lock:
-            if self._session is None:
-                self._session = SearchSession(self.locations, llm_cmd=self.settings.llm_cmd)
-            self._session.open(self.settings.index_refresh)
-            self._session.get_encoder()
+            session = self.lore.search_session()
+            session.open(self.settings.index_refresh)
+            session.get_encoder()
 
     def audit_entries(self, record_id: str) -> list[dict[str, Any]]:
         from lore.store import audit

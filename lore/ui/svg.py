@@ -303,6 +303,24 @@ def _month_index(moment: datetime) -> int:
     return moment.year * 12 + moment.month - 1
 
 
+def _month_ticks(start_month: int, end_month: int, x_of: Callable[[float], float], axis_h: int,
+                 height: int) -> list[Markup]:  # fmt: skip
+    """The timeline's month lines (a year's first stronger) and their labels (fewer over a long span)."""
+    ticks = []
+    months = end_month - start_month
+    step = 1 if months <= 12 else 2 if months <= 24 else 3 if months <= 48 else 12
+    for index in range(start_month, end_month + 1):
+        month_start = datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
+        x = x_of(month_start.timestamp())
+        year_start = month_start.month == 1
+        ticks.append(tag("line", x1=f"{x:.1f}", x2=f"{x:.1f}", y1=str(axis_h - 4), y2=str(height),
+                         class_="tick year" if year_start else "tick"))  # fmt: skip
+        if (index - start_month) % step == 0 and index < end_month:
+            label = month_start.strftime("%b %Y" if year_start or index == start_month else "%b")
+            ticks.append(tag("text", label, x=f"{x + 3:.1f}", y=str(axis_h - 10), class_="tick-label"))
+    return ticks
+
+
 def timeline_svg(records: list[Record], lanes: list[str], href: Callable[[str], str],
                  lane_href: Callable[[str], str], bucket_href: Callable[[str, str], str]) -> Markup:  # fmt: skip
     """One lane per project, one row per type inside it; a dot per record, placed by its time
@@ -323,18 +341,7 @@ def timeline_svg(records: list[Record], lanes: list[str], href: Callable[[str], 
     def x_of(moment: float) -> float:
         return LABEL_W + (moment - start) / max(1.0, end - start) * PLOT_W
 
-    ticks = []
-    months = end_month - start_month
-    step = 1 if months <= 12 else 2 if months <= 24 else 3 if months <= 48 else 12
-    for index in range(start_month, end_month + 1):
-        month_start = datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
-        x = x_of(month_start.timestamp())
-        year_start = month_start.month == 1
-        ticks.append(tag("line", x1=f"{x:.1f}", x2=f"{x:.1f}", y1=str(axis_h - 4), y2=str(height),
-                         class_="tick year" if year_start else "tick"))  # fmt: skip
-        if (index - start_month) % step == 0 and index < end_month:
-            label = month_start.strftime("%b %Y" if year_start or index == start_month else "%b")
-            ticks.append(tag("text", label, x=f"{x + 3:.1f}", y=str(axis_h - 10), class_="tick-label"))
+    ticks = _month_ticks(start_month, end_month, x_of, axis_h, height)
     lane_marks = []
     for number, lane in enumerate(lanes):
         top = axis_h + number * lane_h
