@@ -254,6 +254,21 @@ def _write_vectors(directory: Path, files: dict[str, str], names: dict[str, str]
     return True
 
 
+def _delta_can_hold(latest: dict[str, Record], earlier: set[str], base_rows: dict[str, int], delta_rows: dict[str, int],
+                    base_kinds: list[str | None], delta: Table, dangling: set[str], adjacency: Any) -> bool:  # fmt: skip
+    """Whether a delta segment can hold the ``latest`` records, or the full refresh must read them."""
+    for record in latest.values():
+        if record.id in earlier and (record.id in base_rows or record.id in delta_rows):
+            return False  # which version wins is the load order's: the full refresh reads it
+        if graph_index.implicit_edges([record]) or record.id in dangling:
+            return False  # the graph would change: the full refresh rebuilds it
+        row = base_rows.get(record.id)
+        known_kind = base_kinds[row] if row is not None else delta.kinds[delta_rows[record.id]] if record.id in delta_rows else None
+        if known_kind is not None and (known_kind != record.kind or record.kind == "observation" or _implicit(adjacency, record.id)):
+            return False
+    return True
+
+
 def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexReader | None = None, *,
            model: str | None = None) -> tuple[GenerationMeta, BuildReport] | None:  # fmt: skip
     """Write a delta segment for records appended since ``meta``; None when the full refresh is needed.
@@ -291,15 +306,8 @@ def append(data_dir: Path, directory: Path, meta: GenerationMeta, reader: IndexR
     retired = set(dead)
     base_rows = {rid: row for row, rid in enumerate(base_ids) if rid is not None and row not in retired}
     delta_rows = {rid: row for row, rid in enumerate(delta.ids)}
-    for record in latest.values():
-        if record.id in earlier and (record.id in base_rows or record.id in delta_rows):
-            return None  # which version wins is the load order's: the full refresh reads it
-        if graph_index.implicit_edges([record]) or record.id in dangling:
-            return None  # the graph would change: the full refresh rebuilds it
-        row = base_rows.get(record.id)
-        known_kind = base_kinds[row] if row is not None else delta.kinds[delta_rows[record.id]] if record.id in delta_rows else None
-        if known_kind is not None and (known_kind != record.kind or record.kind == "observation" or _implicit(adjacency, record.id)):
-            return None
+    if not _delta_can_hold(latest, earlier, base_rows, delta_rows, base_kinds, delta, dangling, adjacency):
+        return None
     updated_base = [base_rows[rid] for rid in latest if rid in base_rows]
     kept_delta = [row for row, rid in enumerate(delta.ids) if rid not in latest]
     total_delta = len(kept_delta) + len(latest)
