@@ -33,7 +33,7 @@ SOURCES = [p for top in ("lore", "benchmarks", "scripts", "tests") for p in sort
 # Flags of other tools that the docs show: the agents' CLIs (docs/agents.md), git (docs/sync.md),
 # pip (docs/whoosh-choice.md), and a secret on a command line (docs/redaction.md's example).
 OTHER_TOOLS_FLAGS = frozenset({"--dangerously-bypass-hook-trust", "--strict-config", "--auto", "--fix-thin",
-                               "--no-binary", "--token", "--granularity"})  # fmt: skip
+                               "--no-binary", "--token", "--granularity", "--tool", "--callgrind-out-file"})  # fmt: skip
 # Repository paths docs name as history, each with where that code went (which must exist).
 GONE = {"lore/index/lexical.py": "benchmarks/whoosh_index.py"}
 # Paths in other projects (the agents' docs and protocols) and a prompt's example path.
