@@ -94,18 +94,7 @@ def test_a_remote_that_keeps_moving_ends_in_a_message_saying_so(lore, cli, tmp_p
     assert titles(alice) == titles(bob) == ["Alice: dashboards live in Grafana", "Bob race 0", "Bob race 1"]
 
 
-def test_a_remote_that_refuses_pushes_is_named_and_the_next_sync_recovers(lore, tmp_path: Path, remote: Path) -> None:
-    alice = teammate(lore, tmp_path, "alice", remote)
-    hook = remote / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\necho 'frozen for the release' >&2\nexit 1\n")
-    hook.chmod(0o755)
-    lore(alice, "remember", "Alice: dashboards live in Grafana")
-    error = lore(alice, "sync", code=1).stderr
-    assert "was refused" in error and "frozen for the release" in error
-    assert "remote's rules refused" in error and "check your access" not in error
-    hook.unlink()
-    assert sync(lore, alice)["pushed"]
-    assert "Grafana" in git(remote, "show", "main:journal/data/decisions.jsonl")
+# A remote that refuses pushes: tests/test_sync_shards.py (named, nothing lost, the next sync recovers).
 
 
 def test_clones_syncing_all_at_once_all_push_and_converge(lore, tmp_path: Path, remote: Path) -> None:

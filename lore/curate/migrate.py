@@ -33,8 +33,6 @@ from lore.store.records import (
 )
 from lore.store.store import DECISIONS, FAILURES, OBSERVATIONS, PATTERNS, SESSIONS, SIGNALS
 
-BACKUPS = Path("backups")
-
 # Fields added when missing, per kind: each value is what a reader assumes for a missing field.
 DEFAULTS: dict[str, dict[str, Any]] = {
     "decision": {
@@ -187,16 +185,6 @@ def plan(store: Store) -> list[FileChange]:
     return [c for c in changes if c is not None]
 
 
-def _backup_dir(store: Store) -> Path:
-    stamp = store.clock().strftime("%Y%m%dT%H%M%SZ")
-    base = store.path(BACKUPS) / stamp
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{stamp}-{n}")
-    return candidate
-
-
 def migrate(store: Store, *, dry_run: bool = False) -> MigrationReport:
     """Upgrade every version-0 record; with ``dry_run`` only report what would change."""
     store.require()
@@ -205,7 +193,7 @@ def migrate(store: Store, *, dry_run: bool = False) -> MigrationReport:
         report.files = plan(store)
         if dry_run or not report.files:
             return report
-        report.backup_dir = _backup_dir(store)
+        report.backup_dir = store.new_backup_dir()
         for change in report.files:
             source = store.path(change.path)
             target = report.backup_dir / change.path

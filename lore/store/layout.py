@@ -20,6 +20,7 @@ FAILURES = Path("failures/data/failures.jsonl")
 OBSERVATIONS = Path("inbox/data/observations.jsonl")
 SIGNALS = Path("inbox/data/signals.jsonl")
 GRAPH = Path("graph/data/graph.json")
+BACKUPS = Path("backups")  # what `lore migrate` moves aside, one directory per run
 
 # The JSONL files in the order a load reads them, with the kind of their records.
 JSONL_SINGLE = (("decision", DECISIONS), ("failure", FAILURES), ("observation", OBSERVATIONS),

@@ -34,7 +34,6 @@ from lore.store.records import Record, parse_time
 if TYPE_CHECKING:
     from lore.store.store import Store
 
-BACKUPS = Path("backups")
 
 
 @dataclass
@@ -124,7 +123,7 @@ def split(store: Store, *, dry_run: bool = False) -> ShardReport:
         for folder in report.created_dirs:
             store.path(folder).mkdir(parents=True, exist_ok=True)
         if plans:
-            report.backup_dir = _backup_dir(store)
+            report.backup_dir = store.new_backup_dir()
         audit_events: list[audit.AuditEvent] = []
         for moved, by_shard, events in plans:
             assert report.backup_dir is not None
@@ -153,11 +152,3 @@ def split(store: Store, *, dry_run: bool = False) -> ShardReport:
     return report
 
 
-def _backup_dir(store: Store) -> Path:
-    stamp = store.clock().strftime("%Y%m%dT%H%M%SZ")
-    base = store.path(BACKUPS) / stamp
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{stamp}-{n}")
-    return candidate

@@ -32,6 +32,7 @@ from lore.store.fileio import append_line, atomic_write, data_lock
 from lore.store.gitfiles import write_git_files
 from lore.store.graphfile import Edge, GraphFile, Link, NewEdge, drop_edges, load_graph  # noqa: F401  (Edge, Link, NewEdge: re-exported)
 from lore.store.layout import (
+    BACKUPS,
     DECISIONS,
     FAILURES,
     GRAPH,
@@ -202,6 +203,16 @@ class Store(GraphFile):
 
     def path(self, relative: Path) -> Path:
         return self.data_dir / relative
+
+    def new_backup_dir(self) -> Path:
+        """A directory under ``backups/`` named for now that no earlier backup uses (not created here)."""
+        stamp = self.clock().strftime("%Y%m%dT%H%M%SZ")
+        base = self.path(BACKUPS) / stamp
+        candidate, n = base, 1
+        while candidate.exists():
+            n += 1
+            candidate = base.with_name(f"{stamp}-{n}")
+        return candidate
 
     def exists(self) -> bool:
         return self.data_dir.is_dir()
