@@ -139,6 +139,8 @@ def test_a_store_without_null_evidence_uses_the_default_and_a_damaged_file_is_ig
     assert directory is not None and null.load(directory) == inject.DEFAULT_NULL
     session = SearchSession(demo)
     assert null.ensure(session) is True and null.ensure(session) is False  # measured once per generation
+    fresh = SearchSession(demo)
+    assert null.ensure(fresh) is False and fresh.reader is None  # known from the file: the index is not even opened
     measured = null.load(directory)
     assert measured != inject.DEFAULT_NULL and set(measured.warm) == set(inject.WARM_EVIDENCE)
     (directory / null.FILE).write_text("{not json")

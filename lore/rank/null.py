@@ -95,8 +95,14 @@ def measure(session: Any, now: float | None = None) -> inject.NullEvidence:
 
 def ensure(session: Any, now: float | None = None) -> bool:
     """Measure and store the null evidence of the session's generation if it has none; True if it wrote one."""
+    from lore.index.layout import current_dir
     from lore.store.fileio import atomic_write
 
+    # Measured already: known from the live generation's directory alone, before opening the index
+    # (its table, postings, vectors and the model: seconds at 50,000 records, on every no-op `lore index`).
+    live = current_dir(session.locations.index_dir)
+    if live is not None and (live / FILE).exists():
+        return False
     reader = session.open("ignore")
     path = reader.directory / FILE
     if path.exists():
