@@ -367,8 +367,9 @@ def test_lore_ui_stops_on_sigint_even_when_started_with_it_ignored(initialised: 
     try:
         assert process.stdout is not None and process.stdout.readline().startswith("http://127.0.0.1:")
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
-        assert "stopped" in process.stderr.read() if process.stderr else False
+        code = process.wait(timeout=60)
+        err = process.stderr.read() if process.stderr else ""
+        assert code == 0 and "stopped" in err, err
     finally:
         if process.poll() is None:
             process.kill()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import typer
 
 from lore.cli.base import app, state
@@ -18,8 +20,6 @@ def ui(
 
     The first line of output is the URL, with its access token; Ctrl-C stops the server.
     """
-    import signal
-
     from lore.ui.memory import Memory
     from lore.ui.server import serve
 
@@ -27,11 +27,7 @@ def ui(
     locations = st.locations
     require_data_dir(locations.data_dir)
     memory = Memory(locations, current_project=st.current_project(), settings=st.settings)
-    # Ctrl-C (SIGINT) is how it stops, however it was started: a background job of a
-    # non-interactive shell inherits SIGINT ignored, and Python then never raises
-    # KeyboardInterrupt (the server kept serving through `kill -INT`).
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        serve(memory, port=port, open_browser=open_browser)
-    except KeyboardInterrupt:
-        typer.echo("lore ui: stopped", err=True)
+    # Ctrl-C (SIGINT) is how it stops, however it was started (serve's stop_on_sigint).
+    with contextlib.suppress(KeyboardInterrupt):  # a Ctrl-C before the server's own handler is set
+        serve(memory, port=port, open_browser=open_browser, stop_on_sigint=True)
+    typer.echo("lore ui: stopped", err=True)

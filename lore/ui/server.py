@@ -192,9 +192,20 @@ def _depth(value: str) -> int:
 
 
 def serve(memory: Memory, *, port: int = 0, open_browser: bool = False, out: IO[str] = sys.stdout,
-          ready: Callable[[UiServer], None] | None = None) -> None:  # fmt: skip
-    """Listen, print the URL (first line, flushed), warm the index in the background, serve until interrupted."""
+          ready: Callable[[UiServer], None] | None = None, stop_on_sigint: bool = False) -> None:  # fmt: skip
+    """Listen, print the URL (first line, flushed), warm the index in the background, serve until interrupted.
+
+    ``stop_on_sigint`` (the main thread only): SIGINT stops the server, however the process was started (a
+    background job of a non-interactive shell inherits it ignored). The handler asks the server to shut down
+    from another thread instead of raising KeyboardInterrupt: raised inside a write to stderr, that left the
+    stream's buffer mid-write and the next write failed ("reentrant call"), exit 70 instead of 0.
+    """
     server = UiServer(memory, port)
+    if stop_on_sigint:
+        import signal
+
+        # A shutdown asked before serve_forever starts is honoured when it does.
+        signal.signal(signal.SIGINT, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     try:
         print(server.url, file=out, flush=True)
         print(f"lore ui: serving {memory.locations.data_dir} read-only on {HOST}:{server.port}; Ctrl-C stops it",
