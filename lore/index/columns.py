@@ -98,13 +98,13 @@ def _encode(values: Sequence[Any], kind: str) -> tuple[dict[str, Any], list[byte
         if len(distinct) <= MAX_CATEGORIES:
             index = {value: code for code, value in enumerate(distinct)}
             return {"kind": "cat", "values": distinct}, [bytes(index[v] for v in values)]
-        encoded = ["" if v is None else v for v in values]
-        blob = "".join(encoded).encode()
+        encoded = [b"" if v is None else v.encode() for v in values]
         starts, position = [], 0
         for text in encoded:
             starts.append(position)
-            position += len(text.encode())
+            position += len(text)
         starts.append(position)
+        blob = b"".join(encoded)
         code = "I" if position < 2**32 else "q"
         return {"kind": "str", "offsets": code}, [array(code, starts).tobytes(), blob, *([nones] if nones else [])]
     if kind in _NUMBER_KINDS and all(type(v) in (int, float, bool) for v in present):
@@ -164,7 +164,7 @@ def load(data: bytes | memoryview) -> dict[str, Sequence[Any]]:
             kind, parts = entry["kind"], [view[int(lo):int(hi)] for lo, hi in entry["parts"]]
             if not all(0 <= int(lo) <= int(hi) <= len(view) for lo, hi in entry["parts"]):
                 raise ColumnsError(f"column {name}: bytes beyond the file")
-            out[name] = _column(kind, entry, parts, rows)
+            out[name] = _column(name, kind, entry, parts, rows)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ColumnsError):
                 raise
@@ -180,24 +180,23 @@ def _none_mask(parts: list[memoryview], count: int, rows: int, name: str) -> mem
     return parts[-1]
 
 
-def _column(kind: str, entry: dict[str, Any], parts: list[memoryview], rows: int) -> Sequence[Any]:
-    name = kind
+def _column(name: str, kind: str, entry: dict[str, Any], parts: list[memoryview], rows: int) -> Sequence[Any]:
     if kind == "cat":
         values = list(entry["values"])
         codes = parts[0]
         if len(parts) != 1 or len(codes) != rows or (rows and max(codes) >= len(values)):
-            raise ColumnsError(f"column of {kind}: codes do not fit {rows} rows of {len(values)} values")
+            raise ColumnsError(f"column {name}: codes do not fit {rows} rows of {len(values)} values")
         return Categories(values, codes)
     if kind == "str":
         code = entry["offsets"]
         if code not in ("I", "q") or len(parts) not in (2, 3):
-            raise ColumnsError("text column: unreadable entry")
+            raise ColumnsError(f"column {name}: unreadable entry")
         width = array(code).itemsize
         if len(parts[0]) != (rows + 1) * width:
-            raise ColumnsError(f"text column: {len(parts[0]) // width} offsets for {rows} rows")
+            raise ColumnsError(f"column {name}: {len(parts[0]) // width} offsets for {rows} rows")
         starts, blob = parts[0].cast(code), parts[1]
         if rows and (starts[0] != 0 or starts[rows] != len(blob)):
-            raise ColumnsError("text column: offsets do not fit its texts")
+            raise ColumnsError(f"column {name}: offsets do not fit its texts")
         nones = _none_mask(parts, 2, rows, name)
 
         def text(row: int) -> str | None:
@@ -218,7 +217,7 @@ def _column(kind: str, entry: dict[str, Any], parts: list[memoryview], rows: int
     if kind in _NUMBER_KINDS:
         width = array(kind).itemsize
         if not parts or len(parts[0]) != rows * width:
-            raise ColumnsError(f"number column: {len(parts[0]) if parts else 0} bytes for {rows} rows")
+            raise ColumnsError(f"column {name}: {len(parts[0]) if parts else 0} bytes for {rows} rows")
         numbers: Any = parts[0].cast(kind)  # type: ignore[call-overload]
         nones = _none_mask(parts, 1, rows, name)
         if kind == "B":
@@ -231,7 +230,7 @@ def _column(kind: str, entry: dict[str, Any], parts: list[memoryview], rows: int
     if kind == "json":
         values = json.loads(bytes(parts[0]))
         if not isinstance(values, list) or len(values) != rows:
-            raise ColumnsError(f"json column: not a list of {rows} values")
+            raise ColumnsError(f"column {name}: not a list of {rows} values")
         return values
     raise ColumnsError(f"unknown kind {kind!r}")
 
