@@ -280,9 +280,12 @@ class Table:
         retired = set(dead)
         if retired:
             keep = [row for row in range(len(base)) if row not in retired]
-            columns = {name: [getattr(base, name)[row] for row in keep] + getattr(delta, name) for name in COLUMNS}
+            columns = {}
+            for name in COLUMNS:
+                whole = list(getattr(base, name))  # decoded at once: a lazily read column answers one row at a time
+                columns[name] = [whole[row] for row in keep] + list(getattr(delta, name))
         else:
-            columns = {name: getattr(base, name) + getattr(delta, name) for name in COLUMNS}
+            columns = {name: list(getattr(base, name)) + list(getattr(delta, name)) for name in COLUMNS}
         table = cls(**columns)
         table.docs_path = base.docs_path
         table.delta_docs_path = delta.docs_path
