@@ -260,3 +260,19 @@ def test_lines_inserted_before_the_last_indexed_ones_take_the_delta_path(data_di
     for query in QUERIES:
         assert [i for i, _ in ranked(resolve_locations(data_dir), query)] == [i for i, _ in ranked(rebuilt, query)], query
     del store
+
+
+def test_cosines_of_several_queries_are_each_querys_cosines_on_a_plain_and_a_stacked_matrix() -> None:
+    from lore.index.vectors import StackedMatrix, cosines, cosines_of
+
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal((40, 16)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    delta = rng.standard_normal((5, 16)).astype(np.float32)
+    queries = rng.standard_normal((3, 16)).astype(np.float32)
+    keep = np.flatnonzero(np.arange(40) % 4 != 1)  # rows retired by an edit
+    for matrix in (base, StackedMatrix(base, keep, delta)):
+        together = cosines_of(matrix, queries)  # type: ignore[arg-type]
+        assert len(together) == 3 and all(c.shape == (matrix.shape[0],) and c.dtype == np.float32 for c in together)
+        for query, column in zip(queries, together, strict=True):
+            np.testing.assert_allclose(column, cosines(matrix, query), rtol=0, atol=1e-5)  # type: ignore[arg-type]

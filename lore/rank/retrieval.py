@@ -200,13 +200,21 @@ class Dense(Retrieval):
             encoded = np.vstack([boosted / norm if norm else encoded[0], *encoded[1:]])
         t = lap("encode", t)
         matrix, mask, limit = reader.vectors, self.mask, opts.retrieval_limit
-        if np.any(self.query_vector):
-            closest = vector_index.top_k(matrix, self.query_vector, 1, mask)
-            self.query_cosine = closest[0][1] if closest else None
+        wanted = [("query", self.query_vector)] if np.any(self.query_vector) else []
         for channel, vec in (("vector", encoded[0]), ("hyde", encoded[1] if len(encoded) > 1 else None)):
-            if channel not in active or vec is None or not np.any(vec):
+            if channel in active and vec is not None and np.any(vec):
+                wanted.append((channel, vec))
+        if not wanted:
+            return lap("vectors", t)
+        if matrix.shape[0]:
+            columns = vector_index.cosines_of(matrix, np.vstack([vec for _, vec in wanted]))
+        else:
+            columns = [np.zeros(0, dtype=np.float32)] * len(wanted)
+        for (channel, _), cosines in zip(wanted, columns, strict=True):
+            if channel == "query":
+                closest = vector_index.best_of(cosines, 1, mask)
+                self.query_cosine = closest[0][1] if closest else None
                 continue
-            cosines = vector_index.cosines(matrix, vec) if matrix.shape[0] else np.zeros(0, dtype=np.float32)
             self.every_row[channel] = cosines
             top = vector_index.best_of(cosines, limit, mask)
             self.rankings[channel] = [table.id_of(row) for row, _ in top]
