@@ -105,6 +105,18 @@ def test_session_start_starts_the_helper_in_the_background_and_the_first_prompt_
 
 
 @pytest.mark.slow
+def test_an_idle_helper_warms_the_write_pool_null_evidence_and_tokenizer_then_answers(auto: Path) -> None:
+    # A tokenizer loaded by a prompt once held that prompt up by ~0.4 s; idle moments load it instead.
+    hook("session-start", session_event())
+    everything = {"write_pool": True, "null_evidence": True, "tokenizer": True}
+    wait_for(lambda: (client.read_status(auto, settings()) or {}).get("warmed") == everything,
+             what="the helper's idle warm-up steps")  # fmt: skip
+    answered = hook("prompt", prompt_event())
+    assert "exponential backoff" in json.loads(answered.stdout)["hookSpecificOutput"]["additionalContext"]
+    wait_for(lambda: answered_by_helper(auto, 1), timeout=10, what="the helper to count the request it answered")
+
+
+@pytest.mark.slow
 def test_the_prompt_hook_starts_a_missing_helper_without_waiting_for_it(auto: Path) -> None:
     first = hook("prompt", prompt_event())
     assert "exponential backoff" in json.loads(first.stdout)["hookSpecificOutput"]["additionalContext"]  # in-process
