@@ -252,17 +252,23 @@ def load(cache: Path) -> Locomo:
     return parse(orjson.loads(fetch(cache).read_bytes()))
 
 
+QUICK_CONVERSATIONS = 3
 SPLIT_RULE = "within each conversation and category, questions alternate dev, test, dev, ... in the file's order"
 
 
 def run(data: Locomo, work: Path, progress: Callable[[str], None], *, quick: bool = False) -> dict[str, Any]:
     """The matrix over the ten stores together, per category too, with what the data held and how it was split,
-    and the session-level protocols (``session_level``, :func:`run_sessions`)."""
+    and the session-level protocols (``session_level``, :func:`run_sessions`).
+
+    ``quick``: the turn-level matrix over the first ``QUICK_CONVERSATIONS`` conversations (all ten took
+    over three minutes of CI's half hour); the JSON's ``data.conversations_run`` says how many ran.
+    """
     from benchmarks import matrix
 
-    result = matrix.run_sets("locomo", data.conversations, work, progress=progress, groups=data.group_of())
+    conversations = data.conversations[:QUICK_CONVERSATIONS] if quick else data.conversations
+    result = matrix.run_sets("locomo", conversations, work, progress=progress, groups=data.group_of())
     result["data"] = {"source": f"{MEMBER} of the PyPI wheel {PACKAGE}", "sha256": SHA256, "split": SPLIT_RULE,
-                      **data.counts}  # fmt: skip
+                      **data.counts, "conversations_run": len(conversations)}  # fmt: skip
     result["session_level"] = run_sessions(data, work, progress, quick=quick)
     return result
 

@@ -149,7 +149,13 @@ def data_caption(result: dict[str, Any]) -> str | None:
             f"({data.get('quoted_questions')} with a double quote); evidence strings {data.get('evidence_strings')}: "
             f"{data.get('evidence_malformed', 0)} malformed (split or normalised), {data.get('evidence_unknown_turn', 0)} "
             f"naming no turn (dropped); {data.get('questions_without_evidence', 0)} answerable questions left with no "
-            f"evidence (not scored). Split: {data.get('split')}. Source: {data.get('source')}")
+            f"evidence (not scored). Split: {data.get('split')}. Source: {data.get('source')}"
+            + _conversations_run(data))
+
+
+def _conversations_run(data: dict[str, Any]) -> str:
+    ran, held = data.get("conversations_run"), data.get("conversations")
+    return f". Turn-level figures over the first {ran} conversations only (--quick)" if ran and ran != held else ""
 
 
 SHORT_LABELS = {"textbook": "textbook", "default": "lore"}

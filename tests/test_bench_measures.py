@@ -29,3 +29,25 @@ def test_paired_margin_is_seeded_and_brackets_the_mean() -> None:
     assert margin["lo"] <= margin["diff"] <= margin["hi"]
     assert paired_margin([0.3] * 5, [0.3] * 5) == {"diff": 0.0, "lo": 0.0, "hi": 0.0}
     assert paired_margin([], []) == {"diff": 0.0, "lo": 0.0, "hi": 0.0}
+
+
+def test_the_grep_baseline_finds_what_grep_ril_over_a_file_per_record_finds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+
+    from benchmarks import corpora
+    from benchmarks.quality import GrepBaseline
+
+    texts = ["Fix the PARSER\nleak in tokenizer", "parser: handle\r\nCRLF lines", "Kelvin \u212a and Straße",
+             "multi\nline\nrecord with Timeout", "timeouts everywhere", "nothing here", "x" * 50 + "\nparse"]  # fmt: skip
+    raws = [{"id": f"r{i}", "decision": text, "rationale": "second\nline" if i % 2 else "", "tags": []}
+            for i, text in enumerate(texts)]  # fmt: skip
+    per_file = tmp_path / "per-file"
+    per_file.mkdir()
+    for raw in raws:
+        (per_file / f"{raw['id']}.txt").write_text(corpora.commit_text(raw), encoding="utf-8")
+    baseline = GrepBaseline(tmp_path / "one-file", raws)
+    for word in ("parser", "leak", "timeout", "crlf", "line", "second", "k", "strasse", "xparse", "absent"):
+        found = subprocess.run(["grep", "-rilF", "-e", word, str(per_file)], capture_output=True, text=True).stdout
+        assert baseline.files_with(word) == {line.rsplit("/", 1)[1][:-4] for line in found.splitlines()}, word
+    # r0 holds two of the words; the others one each, in the store's order.
+    assert baseline.search("the parser leak timeout") == ["r0", "r1", "r3", "r4"]
