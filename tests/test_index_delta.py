@@ -13,6 +13,7 @@ from lore.index.manager import IndexManager
 from lore.paths import Locations
 from lore.rank.pipeline import SearchOptions
 from lore.search import SearchSession, search
+from lore.settings import Settings
 from lore.store import Store
 from lore.store.layout import DECISIONS
 from tests.conftest import resolve_locations
@@ -276,3 +277,22 @@ def test_cosines_of_several_queries_are_each_querys_cosines_on_a_plain_and_a_sta
         assert len(together) == 3 and all(c.shape == (matrix.shape[0],) and c.dtype == np.float32 for c in together)
         for query, column in zip(queries, together, strict=True):
             np.testing.assert_allclose(column, cosines(matrix, query), rtol=0, atol=1e-5)  # type: ignore[arg-type]
+
+
+def test_a_row_mask_is_one_bool_per_row_from_a_list_or_bytes_and_the_readers_own_rows_are_converted_once(
+    data_dir: Path,
+) -> None:
+    store = Store(data_dir, actor="test")
+    store.init()
+    plain = WriteOptions(check_duplicates=False)
+    first = capture.remember(store, "Pin the Postgres minor version in CI", project="acme-api", options=plain)
+    capture.remember(store, "Retry webhooks with backoff", project="acme-api", options=plain)
+    capture.retract(store, first.record.id, "superseded by the platform team's policy")
+    locations = Locations.resolve(data_dir, None, Settings.from_env())
+    IndexManager(locations).build()
+    reader = SearchSession(locations).open("ignore")
+    assert reader.row_mask(b"\x01\x00\x01").tolist() == [True, False, True]  # bytes were once read as one scalar
+    assert reader.row_mask([False, True]).tolist() == [False, True]
+    active = reader.active_rows
+    assert reader.row_mask(active).tolist() == [bool(ok) for ok in active] and sum(active) == 1
+    assert reader.row_mask(active) is reader.row_mask(active)

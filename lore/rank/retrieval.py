@@ -118,7 +118,6 @@ class Dense(Retrieval):
         self.mask: Any = None
 
     def rows(self, query: str, allowed: Sequence[bool] | None, warnings: list[str]) -> Sequence[bool] | None:
-        import numpy as np
 
         table = self.reader.table
         phrases = quoted_phrases(query) if self.opts.phrases == "filter" else []
@@ -135,12 +134,11 @@ class Dense(Retrieval):
                     warnings.append(f"no record holds {quoted} as a phrase: ranked by its words instead")
         if self.opts.query_tree is not None:
             allowed = self._narrow(allowed, warnings)
-        self.mask = np.asarray(allowed, dtype=bool) if allowed is not None else None
+        self.mask = self.reader.row_mask(allowed) if allowed is not None else None
         return allowed
 
     def _narrow(self, allowed: Sequence[bool] | None, warnings: list[str]) -> Sequence[bool] | None:
         """``allowed`` narrowed by the query language's conditions (fields, NOT, OR, word*, word~)."""
-        import numpy as np
 
         from lore.rank import querylang
 
@@ -148,7 +146,7 @@ class Dense(Retrieval):
         self.expansion = narrowed.terms
         if narrowed.rows is None:
             return allowed
-        mask = narrowed.rows if allowed is None else narrowed.rows & np.asarray(allowed, dtype=bool)
+        mask = narrowed.rows if allowed is None else narrowed.rows & self.reader.row_mask(allowed)
         if not mask.any():
             warnings.append("no record matches " + " ".join(querylang.conditions(self.opts.query_tree)))
         return [bool(ok) for ok in mask]
