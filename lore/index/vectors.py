@@ -86,16 +86,34 @@ def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.asarray(matrix @ query.astype(matrix.dtype), dtype=np.float32)
 
 
-def cosines_of(matrix: np.ndarray, queries: np.ndarray) -> list[np.ndarray]:
-    """The cosine of every row to each of ``queries`` (one per row of it): one read of the matrix for all.
+# Rows a query's pass reads at a time: a block (1 MB of float32 at 256 dimensions) stays in a
+# core's cache while each query reads it, so the matrix comes from memory once for all queries.
+CHUNK_ROWS = 1024
 
-    A search asks up to three (the query, the query with feedback, HyDE's document); one
-    matrix product reads a 50,000-row matrix once instead of three times.
+
+def cosines_of(matrix: np.ndarray, queries: np.ndarray) -> list[np.ndarray]:
+    """``cosines(matrix, query)`` for each of ``queries`` (one per row of it), reading the matrix once.
+
+    A search asks up to three (the query, the query with feedback, HyDE's document). Each
+    query's cosines are computed by the same product as ``cosines`` over blocks of rows, so
+    they equal its results exactly, at about half the time of three whole passes.
     """
     import numpy as np
 
-    scores = np.asarray(matrix @ np.asarray(queries, dtype=matrix.dtype).T, dtype=np.float32)
-    return [np.ascontiguousarray(scores[:, column]) for column in range(scores.shape[1])]
+    if isinstance(matrix, StackedMatrix):
+        base = cosines_of(matrix.base, queries)
+        kept = base if matrix.keep is None else [scores[matrix.keep] for scores in base]
+        return [np.concatenate([scores, np.asarray(matrix.delta @ query, dtype=np.float32)])
+                for scores, query in zip(kept, queries, strict=True)]  # fmt: skip
+    if matrix.dtype != np.float32:
+        return [cosines(matrix, query) for query in queries]
+    queries = np.asarray(queries, dtype=np.float32)
+    out = np.empty((len(queries), matrix.shape[0]), dtype=np.float32)
+    for start in range(0, matrix.shape[0], CHUNK_ROWS):
+        block = matrix[start : start + CHUNK_ROWS]
+        for column, query in enumerate(queries):
+            np.dot(block, query, out=out[column, start : start + CHUNK_ROWS])
+    return list(out)
 
 
 def best_of(scores: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
