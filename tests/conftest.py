@@ -20,6 +20,33 @@ HAND_FIXTURE = PROJECT_ROOT / "tests" / "data" / "original-lore"
 # The `lore sync` tests' fixtures (a bare remote, the CLI on a clone), shared by their four files.
 pytest_plugins = ["tests.sync_support"]
 
+# The integration tests: whole files (and single tests) that start lore processes, warm helpers,
+# git clones, Node, shells or the benchmark harness. They carry the `integration` mark, so the unit
+# suite (`python -m pytest -q -m "not integration"`) stays under 5 minutes on 2 cores; CI runs both.
+INTEGRATION_FILES = frozenset({
+    "test_agents.py", "test_bench.py", "test_bench_authors.py", "test_bench_locomo.py", "test_bench_own_store.py",
+    "test_bench_stream.py", "test_bench_team.py", "test_capture_session.py", "test_completions.py", "test_doctor.py",
+    "test_hook.py", "test_hook_fresh.py", "test_import_batch.py", "test_mcp.py", "test_mcp_start.py",
+    "test_remote_cli.py", "test_remote_parity.py", "test_remote_writes.py", "test_store_safety.py",
+    "test_subprocess_isolation.py", "test_sync.py", "test_sync_index.py", "test_sync_packs.py", "test_sync_race.py",
+    "test_sync_shards.py", "test_warm_default.py", "test_wheel.py",
+})  # fmt: skip
+INTEGRATION_TESTS = frozenset({
+    "test_index.py::test_builds_with_embedding_workers_killed_or_racing_never_publish_a_wrong_generation",
+    "test_index.py::test_concurrent_builds_do_not_corrupt",
+    "test_index.py::test_killing_a_build_at_any_moment_leaves_a_usable_index",
+})
+_named = {name.split("::")[0] for name in INTEGRATION_TESTS} | INTEGRATION_FILES
+if _missing := sorted(name for name in _named if not (Path(__file__).parent / name).is_file()):
+    raise RuntimeError(f"tests/conftest.py names integration test files that do not exist: {_missing}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        name = item.nodeid.split("/")[-1]
+        if name.split("::")[0] in INTEGRATION_FILES or name.split("[")[0] in INTEGRATION_TESTS:
+            item.add_marker(pytest.mark.integration)
+
 
 def settings() -> Any:
     """lore's settings as a surface reads them, from the test's environment (the ``isolated`` dirs)."""

@@ -589,3 +589,13 @@ def test_checkers_catch_a_broken_doc(tmp_path: Path) -> None:
              "| k1 | 1.2 | `scoring.K1` | ... |\n| depth | 40 | `options.SearchOptions.retrieval_limit` | ... |\n")
     assert default_rows(table) == [("scoring.K1", "1.2"), ("options.SearchOptions.retrieval_limit", "40")]
     assert wrong_defaults(table) == ["options.SearchOptions.retrieval_limit: the doc says 40, the code 30"]
+
+
+def test_the_readme_set_up_test_command_is_the_one_ci_runs() -> None:
+    set_up = read(ROOT / "README.md").split("## Set-up", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    command = set_up.strip().splitlines()[1]
+    assert command.startswith("python -m pytest "), command
+    ci = read(ROOT / ".ci" / "run")
+    assert 'LORE_TESTS_NO_SKIP=1 python -m pytest "$@"' in ci
+    assert f"\nrun_pytest {command.removeprefix('python -m pytest ')}\n" in ci
+    assert "\nrun_pytest -q -m integration\n" in ci  # and the rest of the suite, as its own step
