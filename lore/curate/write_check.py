@@ -113,8 +113,13 @@ def _check_pool(store: Store, kind: str, raw: dict[str, Any], notices: list[str]
         if not pool.present:
             return None
         embed = model_embed(notices, model)
+        identity = None
+        if embed is not None:
+            from lore.embedder import model_identity
+
+            identity = model_identity(model)  # the vectors the pool keeps on disk are this model's
         for _ in range(3):
-            found = pool.find_duplicate(kind, raw, embed, limit=dedup.EMBED_CANDIDATES)
+            found = pool.find_duplicate(kind, raw, embed, limit=dedup.EMBED_CANDIDATES, identity=identity)
             if found is not None:
                 return found
             pool.built = False  # a line moved under it (a rewrite after the refresh): read it all again
