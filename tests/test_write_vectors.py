@@ -11,14 +11,15 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from lore.curate import dedup, pool, write_check
-from lore.curate.text_vectors import TextVectors, VectorsFile, text_key
+from lore.curate import dedup, pool, text_vectors, write_check
+from lore.curate.text_vectors import TextVectors, VectorsFile, fill_lock, filling, text_key
 from lore.embedder import BUNDLED_MODEL_DIR, model_identity
 from lore.errors import DuplicateError
 from lore.paths import write_check_dir
@@ -204,3 +205,49 @@ def test_writers_saving_at_once_leave_whole_files(store: Store, cache_dir: Path)
     assert vectors.complete
     raw = {"decision": "Run the nightly job 2 on a spot instance", "rationale": "it is cheap 2"}
     assert checked(store, raw, cache_dir) == whole_load(store, raw)
+
+
+def test_a_large_fill_is_left_to_a_detached_process(store: Store, cache_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Past INLINE_FILL texts the write that builds the pool does not fill them all (4-7 s at 10,000 commits)."""
+    monkeypatch.setattr(text_vectors, "INLINE_FILL", 10)
+    raw = {"decision": "Adopt service 12 for the billing workloads", "rationale": "reason 5"}
+    expected = whole_load(store, raw)
+    assert checked(store, raw, cache_dir) == expected
+    assert the_pool(store).encoded < len(texts_of(store))  # what it compared (50 decisions), not all 60
+    vectors = vectors_of(store, cache_dir)
+    lock = fill_lock(vectors)
+    deadline = time.monotonic() + 120
+    while filling(lock) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not lock.exists()  # the process removed it when done
+    vectors.reopen()
+    assert vectors.complete and vectors.has([text_key(t) for t in texts_of(store)]).all()
+    new_process(monkeypatch)
+    assert checked(store, raw, cache_dir) == expected
+    assert the_pool(store).encoded <= 2  # its own texts (no decision's: the new file does not keep them)
+
+
+def test_the_warm_helper_fills_the_vectors_when_idle(demo_indexed: Any, data_dir: Path, cache_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from tests.conftest import wait_for_helper
+
+    written = lore("remember", "Serve invoices from a read replica", "-r", "the primary was saturated by reports")
+    assert written.returncode == 0, written.stderr
+    store = Store(data_dir)
+    vectors = vectors_of(store, cache_dir)
+    assert vectors.complete
+    for path in (vectors.main_path, vectors.recent_path):
+        path.unlink(missing_ok=True)  # the pool's cache file stays: the helper loads it when first idle
+    monkeypatch.delenv("LORE_SERVER")
+    started = lore("server", "start", "--idle", "120")
+    assert started.returncode == 0, started.stderr
+    try:
+        wait_for_helper(demo_indexed.index_dir)
+        deadline = time.monotonic() + 120
+        while not vectors.complete and time.monotonic() < deadline:
+            time.sleep(0.1)
+            vectors.reopen()
+    finally:
+        lore("server", "stop")
+    assert vectors.complete and vectors.has([text_key(t) for t in texts_of(store)]).all()

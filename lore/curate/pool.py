@@ -125,6 +125,8 @@ class DecisionPool:
         # The vectors of its decisions' texts on disk (``lore.curate.text_vectors``), for a pool with a cache
         # file: kept across ``_clear``, as they are by text, not by entry.
         self._text_vectors: TextVectors | None = None
+        self._model: str | None = None  # the spec of the model of ``_text_vectors`` (for a fill process)
+        self._fill_elsewhere = False  # ``save`` starts a fill process (``text_vectors.spawn_fill``)
         self._clear()
 
     def _clear(self) -> None:
@@ -173,11 +175,12 @@ class DecisionPool:
         return len(self.position) - len(self.later_ids.intersection(self.position))
 
     def find_duplicate(self, kind: str, raw: dict[str, Any], embed: Embed | None, limit: int,
-                       identity: str | None = None) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
+                       identity: str | None = None, model: str | None = None) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
         """``dedup.find_duplicate`` over the live decisions; None when a line moved under the pool (refresh, ask again).
 
-        ``identity``: ``embed``'s model (``lore.embedder.model_identity``); with it, a pool with a cache
-        file reads its decisions' vectors from disk, filled first where missing (``fill_vectors``).
+        ``identity``: ``embed``'s model (``lore.embedder.model_identity``; ``model``, its spec); with it, a
+        pool with a cache file reads its decisions' vectors from disk, filled first where missing
+        (``fill_vectors``).
         """
         from lore.curate import dedup
 
@@ -198,6 +201,7 @@ class DecisionPool:
                                 df={t: n for t, n in df.items() if n})  # fmt: skip
         if embed is None:
             return dedup.judge(new, pool, stats, None)
+        self._model = model
         vectors = self.fill_vectors(embed, identity)
         cached = self._cached(embed, vectors)
         if vectors is not None and not pool:
@@ -207,23 +211,32 @@ class DecisionPool:
             self.fill_vectors(embed, identity)  # a row failed its check when read (encoded instead): a new file
         return found
 
-    def fill_vectors(self, embed: Embed, identity: str | None, budget: int | None = None) -> TextVectors | None:
+    def fill_vectors(self, embed: Embed, identity: str | None, budget: int | None = None,
+                     inline: bool = False) -> TextVectors | None:  # fmt: skip
         """Encode the texts of the decisions taken in whose vectors the files lack; all of them when there is no
         whole main file (a first build, another model, a damaged file). The files of ``identity``, or None
         (no cache file or no identity: vectors are then kept in memory only, as they were).
 
+        All of them, past ``text_vectors.INLINE_FILL`` texts and unless ``inline``: left to a detached
+        process that ``save`` starts (none while one runs); the write encodes what it compares.
         ``budget``: encode at most that many texts now (the warm helper fills between requests);
         ``filled`` tells whether any are left.
         """
         if self.cache_file is None or identity is None:
             self._pending = []
             return None
+        from lore.curate import text_vectors
         from lore.curate.text_vectors import TextVectors, text_key
 
         if self._text_vectors is None or self._text_vectors.identity != identity:
             self._text_vectors, self._filling_all = TextVectors(self.cache_file, identity), False
         vectors = self._text_vectors
         vectors.reopen()
+        if not vectors.complete and not self._filling_all and budget is None and not inline \
+                and 2 * self.count > text_vectors.INLINE_FILL:
+            self._pending, self._fill_elsewhere = [], True  # ``save`` starts the process, once the cache is written
+            self.saved = False
+            return vectors
         if not vectors.complete and not self._filling_all:
             from lore.curate.dedup import _join, compared_text
 
@@ -254,6 +267,11 @@ class DecisionPool:
             vectors.rewrite_main, self._filling_all = True, False
             self.saved = False
         return vectors
+
+    @property
+    def live_keys(self) -> set[Key] | None:
+        """After a fill of every decision: the keys of their texts (what a new main file keeps)."""
+        return self._live_keys
 
     @property
     def filled(self) -> bool:
@@ -685,6 +703,11 @@ class DecisionPool:
         if self._text_vectors is not None:
             self._text_vectors.save(self._live_keys)
             self._live_keys = None
+            if self._fill_elsewhere and self.cache_file is not None and path == self.cache_file:
+                from lore.curate.text_vectors import fill_lock, spawn_fill
+
+                self._fill_elsewhere = False
+                spawn_fill(self.data_dir, self.cache_file, self._model, fill_lock(self._text_vectors))
         self.saved = True
 
     def load(self, path: Path) -> bool:

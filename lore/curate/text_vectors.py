@@ -15,6 +15,12 @@ encoding those ~100 texts was most of the check's time at 10,000 real commits. T
   opened (its size, its model, the digest of its keys, which must be sorted) and each row when
   read (its CRC-32): a file that fails is ignored, as if absent, and the rows are encoded again.
   Two processes saving at once may lose the other's recent rows: they are encoded when next needed.
+
+Filled (``DecisionPool.fill_vectors``) for the decisions a pool takes in: every one when no
+whole main file is there (a first build, another model, a damaged file), else those appended
+since (their texts not already kept). A fill of more than ``INLINE_FILL`` texts is left to a
+detached process (``spawn_fill``: one at a time, by a lock file), so no write waits for it; the
+warm helper fills ``FILL_STEP`` texts per idle step. Until then a write encodes what it compares.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import contextlib
 import hashlib
 import mmap
 import os
+import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +43,12 @@ FORMAT = 1
 MAGIC = b"lorevec1"
 # Rows the recent file holds before a save merges them into the main file (~1 KB each at 256 dimensions).
 RECENT_ROWS = 1024
+# Texts a write encodes itself when no main file holds its decisions' vectors (~1 s of commit
+# messages on a loaded 2-core machine). Past that a detached process fills them (``spawn_fill``):
+# a first write at 10,000 real commits would otherwise take 4-7 s more than its build of the pool.
+INLINE_FILL = 4096
+# A fill whose process has not finished after this long is taken for dead (its lock is ignored).
+FILL_STALE_S = 900
 
 Key = tuple[int, int]
 
@@ -247,3 +261,62 @@ class TextVectors:
         if rows is None:
             return {}
         return {(int(a), int(b)): row for a, b, row in zip(source.first.tolist(), source.second.tolist(), rows, strict=True)}
+
+
+def fill_lock(vectors: TextVectors) -> Path:
+    """The file a fill process holds while it runs (its pid inside)."""
+    return vectors.main_path.with_name(vectors.main_path.name + ".filling")
+
+
+def filling(lock: Path) -> bool:
+    """Whether a live fill process holds ``lock`` (a dead one, a zombie, or one past ``FILL_STALE_S`` does not)."""
+    try:
+        pid = int(lock.read_text() or "0")
+        age = time.time() - lock.stat().st_mtime
+    except (OSError, ValueError):
+        return False
+    if pid <= 0 or age > FILL_STALE_S:
+        return False
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child (a long-lived process spawned it), exited
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # not ours to signal, but there
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def spawn_fill(data_dir: Path, cache_file: Path, model: str | None, lock: Path) -> int | None:
+    """Start a detached process that fills the main vectors file of ``cache_file``'s pool; its pid, or None
+    when one already runs (or it cannot start: the writes then go on encoding what they compare)."""
+    from lore.interpreter import python_argv
+
+    if filling(lock):
+        return None
+    with contextlib.suppress(OSError):
+        lock.unlink()  # a dead one's
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return None  # another writer is starting one
+    os.write(handle, str(os.getpid()).encode())
+    os.close(handle)
+    argv = python_argv("-m", "lore.curate.write_check", str(data_dir), str(cache_file), str(lock), model or "")
+    try:
+        actions = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+        pid = os.posix_spawn(sys.executable, argv, dict(os.environ), file_actions=actions, setsid=True)
+    except OSError:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        return None
+    with contextlib.suppress(OSError):
+        lock.write_text(str(pid))
+    return pid
