@@ -239,6 +239,8 @@ def test_the_warm_helper_fills_the_vectors_when_idle(demo_indexed: Any, data_dir
     assert vectors.complete
     for path in (vectors.main_path, vectors.recent_path):
         path.unlink(missing_ok=True)  # the pool's cache file stays: the helper loads it when first idle
+    vectors.reopen()
+    assert not vectors.complete
     monkeypatch.delenv("LORE_SERVER")
     started = lore("server", "start", "--idle", "120")
     assert started.returncode == 0, started.stderr
