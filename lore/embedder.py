@@ -484,9 +484,11 @@ class QueryEncoder:
         assert self.embedding is not None
         all_ids = self.token_ids(texts)
         embedding = self.embedding
-        if sum(len(ids) for ids in all_ids) >= len(embedding) // 4:
+        if sum(len(ids) for ids in all_ids) >= len(embedding):
             # Many tokens (a build): converting the float16 table once beats converting every
             # gathered row; float16 -> float32 is exact, so the vectors are the same either way.
+            # Below about one token per table row the copy costs more than it saves (the write
+            # check's ~100 texts, 7,000-15,000 tokens: docs/performance.md, "Writes").
             if self._embedding32 is None:
                 self._embedding32 = np.asarray(embedding, dtype=np.float32)
             embedding = self._embedding32

@@ -29,7 +29,7 @@ INTEGRATION_FILES = frozenset({
     "test_hook.py", "test_hook_fresh.py", "test_import_batch.py", "test_mcp.py", "test_mcp_start.py",
     "test_remote_cli.py", "test_remote_parity.py", "test_remote_writes.py", "test_store_safety.py",
     "test_subprocess_isolation.py", "test_sync.py", "test_sync_index.py", "test_sync_packs.py", "test_sync_race.py",
-    "test_sync_shards.py", "test_warm_default.py", "test_wheel.py",
+    "test_sync_shards.py", "test_warm_default.py", "test_wheel.py", "test_write_vectors.py",
 })  # fmt: skip
 INTEGRATION_TESTS = frozenset({
     "test_index.py::test_builds_with_embedding_workers_killed_or_racing_never_publish_a_wrong_generation",

@@ -227,3 +227,22 @@ def test_a_large_batch_gathers_from_a_float32_table_and_gets_the_same_vectors() 
     alone = np.concatenate([small.encode([text]) for text in texts])
     assert small._embedding32 is None  # no text had enough tokens for it
     assert np.array_equal(together, alone)
+
+
+def test_a_write_checks_hundred_texts_gather_their_rows_without_copying_the_table() -> None:
+    """~100 commit texts (under one token per table row) read the rows they need: no float32 copy of the table."""
+    texts = [t for t in repository_texts() if "<s>" not in t]
+    encoder = QueryEncoder(BUNDLED_MODEL_DIR)
+    batch: list[str] = []
+    tokens = 0
+    for text in texts:
+        count = len(encoder.token_ids([text])[0])
+        if tokens + count >= len(encoder.embedding):
+            break
+        batch.append(text)
+        tokens += count
+    assert tokens > len(encoder.embedding) // 4  # enough to have made the copy before
+    vectors = encoder.encode(batch)
+    assert encoder._embedding32 is None
+    alone = QueryEncoder(BUNDLED_MODEL_DIR)
+    assert np.array_equal(vectors, np.concatenate([alone.encode([text]) for text in batch]))

@@ -40,8 +40,8 @@ LAYERS: Layers = (
                     "lore.scrub", "lore.project", "lore.llm", "lore.embedder", "lore.interpreter")),
     ("store", ("lore.store.*", "lore.timeparse")),
     # lore/curate/'s write-time checks, which capture runs on every write; the rest of curate writes through capture.
-    ("write checks", ("lore.curate.similarity", "lore.curate.dedup", "lore.curate.pool", "lore.curate.write_check",
-                      "lore.curate.reliability")),
+    ("write checks", ("lore.curate.similarity", "lore.curate.dedup", "lore.curate.pool", "lore.curate.text_vectors",
+                      "lore.curate.write_check", "lore.curate.reliability")),
     ("capture", ("lore.capture",)),
     ("curate", ("lore.curate", "lore.curate.consolidate", "lore.curate.distill", "lore.curate.inbox",
                 "lore.curate.lessons", "lore.curate.migrate", "lore.curate.reflect")),

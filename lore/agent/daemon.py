@@ -157,6 +157,7 @@ class _Helper:
         self.measured_null = False  # the store's null evidence, at the first idle moment (lore/rank/null.py)
         self.pool_warm = False  # the write check's pool: loaded when the helper is first idle (or by a first write)
         self.tokenizer_loaded = False  # the model's batch tokenizer: loaded at an idle moment, not by a prompt
+        self.commands_prepared = False
         self.written: float | None = None  # when the helper last ran a write whose after-work is pending
         self.code = running_lore()
         self.idle_seconds = DEFAULT_IDLE_S
@@ -241,9 +242,13 @@ class _Helper:
         if self.written is not None and time.monotonic() >= self.written + AFTER_WRITES_IDLE_S:
             self.after_writes()
             self.write_status()
-        elif not self.pool_warm:
-            self.pool_warm = True
-            _warm_pool(self.locations, self.settings, self.commands)
+        elif not self.commands_prepared or (not self.pool_warm and self.measured_null and self.tokenizer_loaded):
+            # The first step readies a first write; the rest of the pool's vectors fill (many steps) after
+            # the single-step warm-ups, so they do not wait behind it.
+            self.pool_warm = _warm_pool(self.locations, self.settings, self.commands, prepared=self.commands_prepared)
+            self.commands_prepared = True
+            if self.pool_warm:
+                self.write_status()
         elif not self.measured_null:
             self.measured_null = True
             _measure_null(self.session)
@@ -692,24 +697,39 @@ def _refresh_in_process(manager: Any, session: Any) -> bool:
     return True
 
 
-def _warm_pool(locations: Any, settings: Any, commands: Any) -> None:
+# Texts the warm helper encodes for the write check's vectors in one idle step (~0.1-0.2 s of
+# commit messages): a prompt that comes in meanwhile waits for at most one step.
+FILL_STEP = 256
+
+
+def _warm_pool(locations: Any, settings: Any, commands: Any, *, prepared: bool = False) -> bool:
     """What a first write needs, so it is warm too: the CLI's commands (~0.1 s to import and build) and the
-    write check's pool when a cache file of it exists (~20 ms at 10,000 decisions). Without one the first
-    write builds it: a whole read of the store (1-2 s at 10,000), which would hold up the prompts here."""
+    write check's pool when a cache file of it exists (~20 ms at 10,000 decisions), with the vectors of its
+    decisions' texts, ``FILL_STEP`` texts a step. Without a cache file the first write builds it: a whole
+    read of the store (1-2 s at 10,000), which would hold up the prompts here. True when nothing is left to do."""
+    done = True
     try:
         from lore.curate.pool import cache_path, pool_for
+        from lore.curate.write_check import model_embed
+        from lore.embedder import model_identity
         from lore.paths import write_check_dir
         from lore.store import Store
 
-        if commands is not None:
+        if commands is not None and not prepared:
             commands.prepare()
         if cache_path(locations.data_dir, write_check_dir(settings)).exists():
             pool = pool_for(locations.data_dir, write_check_dir(settings))
             with pool.lock:
                 pool.refresh(Store(locations.data_dir))
+                embed = model_embed([], settings.embed_model)
+                if embed is not None:
+                    pool.fill_vectors(embed, model_identity(settings.embed_model), budget=FILL_STEP)
+                    done = pool.filled
     except Exception as exc:
         log_failure("server", f"write pool: {exc!r}")
-    _save_pool()
+    if done:
+        _save_pool()  # once the fill is done: a save per step would rewrite the growing file each time
+    return done
 
 
 def _save_pool() -> None:

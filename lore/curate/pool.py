@@ -44,6 +44,7 @@ from lore.store.records import Record
 
 if TYPE_CHECKING:
     from lore.curate.dedup import Embed, Match
+    from lore.curate.text_vectors import Key, TextVectors
     from lore.store.store import Store
 
 # The cache file's layout; a file of another format is no cache.
@@ -120,6 +121,12 @@ class DecisionPool:
         self.lock = threading.RLock()  # the MCP server may run two tool calls at once
         self.builds = 0  # whole loads so far (the tests check that an append needs none)
         self.later_reads = 0  # whole reads of failures, observations and signals (likewise)
+        self.encoded = 0  # texts this pool encoded (the tests check that a saved vector is read, not encoded)
+        # The vectors of its decisions' texts on disk (``lore.curate.text_vectors``), for a pool with a cache
+        # file: kept across ``_clear``, as they are by text, not by entry.
+        self._text_vectors: TextVectors | None = None
+        self._model: str | None = None  # the spec of the model of ``_text_vectors`` (for a fill process)
+        self._fill_elsewhere = False  # ``save`` starts a fill process (``text_vectors.spawn_fill``)
         self._clear()
 
     def _clear(self) -> None:
@@ -156,6 +163,10 @@ class DecisionPool:
         self._prepared_of: dict[int, Any] = {}  # entry -> dedup._Prepared (at most KEPT_PREPARED)
         self._embed: Embed | None = None
         self._vectors: dict[str, np.ndarray] = {}  # text -> its vector by ``_embed`` (at most KEPT)
+        # The texts of the decisions taken in since loaded (a build: all), whose vectors the files may lack.
+        self._pending: list[str] = []
+        self._live_keys: set[Key] | None = None  # after a fill of every decision: their texts' keys
+        self._filling_all = False  # ``_pending`` holds every decision's texts, for a new main file
 
     # -- what the check reads --------------------------------------------------------
     @property
@@ -163,9 +174,14 @@ class DecisionPool:
         """How many decisions a whole load returns, active or not."""
         return len(self.position) - len(self.later_ids.intersection(self.position))
 
-    def find_duplicate(self, kind: str, raw: dict[str, Any], embed: Embed | None,
-                       limit: int) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
-        """``dedup.find_duplicate`` over the live decisions; None when a line moved under the pool (refresh, ask again)."""
+    def find_duplicate(self, kind: str, raw: dict[str, Any], embed: Embed | None, limit: int,
+                       identity: str | None = None, model: str | None = None) -> tuple[Match | None, list[Match]] | None:  # fmt: skip
+        """``dedup.find_duplicate`` over the live decisions; None when a line moved under the pool (refresh, ask again).
+
+        ``identity``: ``embed``'s model (``lore.embedder.model_identity``; ``model``, its spec); with it, a
+        pool with a cache file reads its decisions' vectors from disk, filled first where missing
+        (``fill_vectors``).
+        """
         from lore.curate import dedup
 
         if not self.count:
@@ -183,7 +199,84 @@ class DecisionPool:
         df = {t: (int(self.df[self.vocab[t]]) if t in self.vocab else 0) + (t in fresh) for t in terms}
         stats = dedup.Bm25Stats(doc_count=self.count + 1, avg_len=(self.total + len(new.full_tokens)) / (self.count + 1),
                                 df={t: n for t, n in df.items() if n})  # fmt: skip
-        return dedup.judge(new, pool, stats, None if embed is None else self._cached(embed))
+        if embed is None:
+            return dedup.judge(new, pool, stats, None)
+        self._model = model
+        vectors = self.fill_vectors(embed, identity)
+        cached = self._cached(embed, vectors)
+        if vectors is not None and not pool:
+            cached([new.primary, new.full])  # kept for the next writes, as when the check embeds them itself
+        found = dedup.judge(new, pool, stats, cached)
+        if vectors is not None and not vectors.complete and not self._filling_all:
+            self.fill_vectors(embed, identity)  # a row failed its check when read (encoded instead): a new file
+        return found
+
+    def fill_vectors(self, embed: Embed, identity: str | None, budget: int | None = None,
+                     inline: bool = False) -> TextVectors | None:  # fmt: skip
+        """Encode the texts of the decisions taken in whose vectors the files lack; all of them when there is no
+        whole main file (a first build, another model, a damaged file). The files of ``identity``, or None
+        (no cache file or no identity: vectors are then kept in memory only, as they were).
+
+        All of them, past ``text_vectors.INLINE_FILL`` texts and unless ``inline``: left to a detached
+        process that ``save`` starts (none while one runs); the write encodes what it compares.
+        ``budget``: encode at most that many texts now (the warm helper fills between requests);
+        ``filled`` tells whether any are left.
+        """
+        if self.cache_file is None or identity is None:
+            self._pending = []
+            return None
+        from lore.curate import text_vectors
+        from lore.curate.text_vectors import TextVectors, text_key
+
+        if self._text_vectors is None or self._text_vectors.identity != identity:
+            self._text_vectors, self._filling_all = TextVectors(self.cache_file, identity), False
+        vectors = self._text_vectors
+        vectors.reopen()
+        if not vectors.complete and not self._filling_all and budget is None and not inline \
+                and 2 * self.count > text_vectors.INLINE_FILL:
+            self._pending, self._fill_elsewhere = [], True  # ``save`` starts the process, once the cache is written
+            self.saved = False
+            return vectors
+        if not vectors.complete and not self._filling_all:
+            from lore.curate.dedup import _join, compared_text
+
+            records = self.records([e for e, live in enumerate(self.live) if live])
+            if records is None:
+                return vectors  # a line moved: the caller reads the store again
+            texts: list[str] = []
+            for record in records:
+                primary, secondary = compared_text("decision", record.raw)
+                texts += (primary, _join(primary, secondary))
+            self._pending, self._filling_all = list(dict.fromkeys(texts)), True
+            self._live_keys = {text_key(text) for text in self._pending}
+        pending = list(dict.fromkeys(self._pending))
+        keys = [text_key(text) for text in pending]
+        missing = [i for i, kept in enumerate(vectors.has(keys).tolist()) if not kept]
+        if budget is not None and len(missing) > budget:
+            done = missing[budget - 1] + 1 if budget > 0 else 0
+            missing = missing[:budget]
+        else:
+            done = len(pending)
+        for first in range(0, len(missing), 4096):  # the index's chunk (lore.index.build.embed_texts)
+            chunk = missing[first : first + 4096]
+            vectors.add([keys[i] for i in chunk], np.asarray(embed([pending[i] for i in chunk]), dtype=np.float32))
+            self.encoded += len(chunk)
+            self.saved = False
+        self._pending = pending[done:]
+        if not self._pending and self._filling_all:
+            vectors.rewrite_main, self._filling_all = True, False
+            self.saved = False
+        return vectors
+
+    @property
+    def live_keys(self) -> set[Key] | None:
+        """After a fill of every decision: the keys of their texts (what a new main file keeps)."""
+        return self._live_keys
+
+    @property
+    def filled(self) -> bool:
+        """No decision's texts are waiting for ``fill_vectors``."""
+        return not self._pending
 
     def _prepared(self, entry: int, record: Record) -> Any:
         """``dedup._Prepared.of(record)``, kept for the entry (its texts tokenised and hashed once per process)."""
@@ -196,8 +289,9 @@ class DecisionPool:
                 del self._prepared_of[next(iter(self._prepared_of))]
         return found
 
-    def _cached(self, embed: Embed) -> Embed:
-        """``embed``, with the vectors of texts it embedded before kept (a text's vector depends on it alone).
+    def _cached(self, embed: Embed, vectors: TextVectors | None = None) -> Embed:
+        """``embed``, with the vectors of texts it embedded before kept (a text's vector depends on it alone),
+        read from ``vectors`` (the files) before encoding, and what it encodes added to them.
 
         A long-lived process (the warm helper) embeds the same records for many writes: the
         Rust tokenizer took ~10 ms for the ~100 texts of one check at 10,000 decisions.
@@ -207,8 +301,22 @@ class DecisionPool:
 
         def cached(texts: list[str]) -> np.ndarray:
             missing = [text for text in dict.fromkeys(texts) if text not in self._vectors]
+            if missing and vectors is not None:
+                from lore.curate.text_vectors import text_key
+
+                for text, vector in zip(missing, vectors.get([text_key(text) for text in missing]), strict=True):
+                    if vector is not None:
+                        self._vectors[text] = vector
+                missing = [text for text in missing if text not in self._vectors]
             if missing:
-                self._vectors.update(zip(missing, np.asarray(embed(missing), dtype=np.float32), strict=True))
+                encoded = np.asarray(embed(missing), dtype=np.float32)
+                self.encoded += len(missing)
+                self._vectors.update(zip(missing, encoded, strict=True))
+                if vectors is not None:
+                    from lore.curate.text_vectors import text_key
+
+                    vectors.add([text_key(text) for text in missing], encoded)
+                    self.saved = False
                 for old in list(self._vectors)[: max(0, len(self._vectors) - KEPT)]:
                     del self._vectors[old]
             return np.stack([self._vectors[text] for text in texts]) if texts else np.zeros((0, 0), dtype=np.float32)
@@ -453,7 +561,11 @@ class DecisionPool:
         previous = self.position.get(record.id)
         if previous is not None:
             self._set_live(previous, False)
-        tokens = analysed(_join(*compared_text("decision", record.raw)))
+        primary, secondary = compared_text("decision", record.raw)
+        full = _join(primary, secondary)
+        tokens = analysed(full)
+        if self.cache_file is not None and record.active:
+            self._pending += (primary, full)  # the texts the check embeds of it (its core is its primary text)
         entry = len(self.ids)
         self.ids.append(record.id)
         self.entry_file.append(file_index)
@@ -588,6 +700,14 @@ class DecisionPool:
             with contextlib.suppress(OSError):
                 tmp.unlink()
             return
+        if self._text_vectors is not None:
+            self._text_vectors.save(self._live_keys)
+            self._live_keys = None
+            if self._fill_elsewhere and self.cache_file is not None and path == self.cache_file:
+                from lore.curate.text_vectors import fill_lock, spawn_fill
+
+                self._fill_elsewhere = False
+                spawn_fill(self.data_dir, self.cache_file, self._model, fill_lock(self._text_vectors))
         self.saved = True
 
     def load(self, path: Path) -> bool:

@@ -113,8 +113,13 @@ def _check_pool(store: Store, kind: str, raw: dict[str, Any], notices: list[str]
         if not pool.present:
             return None
         embed = model_embed(notices, model)
+        identity = None
+        if embed is not None:
+            from lore.embedder import model_identity
+
+            identity = model_identity(model)  # the vectors the pool keeps on disk are this model's
         for _ in range(3):
-            found = pool.find_duplicate(kind, raw, embed, limit=dedup.EMBED_CANDIDATES)
+            found = pool.find_duplicate(kind, raw, embed, limit=dedup.EMBED_CANDIDATES, identity=identity, model=model)
             if found is not None:
                 return found
             pool.built = False  # a line moved under it (a rewrite after the refresh): read it all again
@@ -142,3 +147,39 @@ def _merge(store: Store, duplicate: Match, kind: str, raw: dict[str, Any]) -> Re
     detail = {"similarity": duplicate.similarity, "layer": duplicate.layer, "kind": kind,
               "confidence": round(confidence, 4)}  # fmt: skip
     return store.update(existing.id, mutate, op="merge", detail=detail)
+
+
+def fill_process(data_dir: Path, cache_file: Path, lock: Path, model: str | None) -> int:
+    """The detached fill ``text_vectors.spawn_fill`` starts: the pool from its cache file (brought current),
+    every decision's texts encoded into a new main vectors file; ``lock`` removed when done."""
+    import contextlib
+    import os
+
+    from lore.curate.pool import DecisionPool
+    from lore.embedder import model_identity
+    from lore.store import Store
+
+    with contextlib.suppress(OSError):
+        os.nice(10)  # behind the user's own commands
+    try:
+        pool = DecisionPool(data_dir, cache_file)
+        pool.load(cache_file)
+        with pool.lock:
+            pool.refresh(Store(data_dir))
+            embed = model_embed([], model)
+            if embed is None:
+                return 1
+            vectors = pool.fill_vectors(embed, model_identity(model), inline=True)
+            if vectors is None or not vectors.rewrite_main:
+                return 1
+            vectors.save(pool.live_keys)
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(fill_process(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] or None))
