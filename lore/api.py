@@ -379,7 +379,7 @@ class Lore:
 
     def search_session(self) -> SearchSession:
         """The search session this memory searches with: its own, or the warm one it was given, with its
-        ``llm_cmd`` (the given session's index, encoder and access counts, shared, when only that differs)."""
+        ``llm_cmd`` (the given session's index and encoder shared when only that differs; its access counts read anew)."""
         if self._session is None:
             import dataclasses
 
@@ -389,7 +389,10 @@ class Lore:
             if shared is None:
                 self._session = SearchSession(self.locations, llm_cmd=llm_cmd)
             else:
-                self._session = shared if shared.llm_cmd == llm_cmd else dataclasses.replace(shared, llm_cmd=llm_cmd)
+                # A copy with its own access history, read from disk at its first search: sharing the
+                # helper's dict let a copy's logged accesses count in a later copy's search after the log was gone.
+                self._session = shared if shared.llm_cmd == llm_cmd else dataclasses.replace(
+                    shared, llm_cmd=llm_cmd, access=None, access_stamp=None)
         return self._session
 
     # -- capture from sessions ------------------------------------------------------------

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -415,3 +416,30 @@ def test_concurrent_outcomes_are_all_counted(data_dir: Path) -> None:
     assert counted is not None and counted.raw["validations"] == 10
     # Ten successes from 0.5: (10 + 4 * 0.5) / (10 + 4), whatever the interleaving.
     assert counted.confidence == pytest.approx(12 / 14, abs=1e-3)
+
+
+def test_a_session_shared_with_another_llm_cmd_reads_the_access_history_on_disk_not_the_shared_copys(
+    demo_indexed: Any, tmp_path: Path,
+) -> None:
+    # The warm helper answers a `lore` process whose LORE_LLM_CMD differs from its own with a copy of its
+    # session; the copies shared one dict of access counts, so a search counted accesses that were not on
+    # disk (reinforcement raised every score by the same factor: the parity test's failure under load).
+    from lore.search import SearchSession, search
+    from lore.settings import Settings
+
+    locations = demo_indexed
+    settings = Settings.from_env()._replace(llm_cmd=_script(tmp_path / "llm.sh", "cat >/dev/null; echo 'Retry failed charges with backoff.'\n"))
+    shared = SearchSession(locations)
+    query = "how do we retry failed stripe charges without hammering the payment provider"
+    # The helper's own session searches first (a prompt, whose access it does not log): it holds the empty
+    # history it read when there was no log.
+    search(shared, query, Lore(settings=settings).search_options(), log_access=False)
+    first = Lore(locations.data_dir, locations.index_dir, settings=settings, session=shared)
+    first.search(query)  # logs its top hits as accessed
+    assert locations.access_log.exists()
+    locations.access_log.unlink()
+    asked = Lore(locations.data_dir, locations.index_dir, settings=settings, session=shared).search(query)
+    locations.access_log.unlink()
+    alone = Lore(locations.data_dir, locations.index_dir, settings=settings).search(query)  # its own session
+    assert [h.id for h in asked.hits] == [h.id for h in alone.hits]
+    assert [h.score for h in asked.hits] == pytest.approx([h.score for h in alone.hits], rel=1e-6)  # decay's `now`
