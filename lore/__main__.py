@@ -133,31 +133,17 @@ def _wait_for_spawning_hook() -> None:
     import os
     import time
 
+    from lore.interpreter import running
+
     try:
         caller = int(os.environ.pop("LORE_SERVER_AFTER_PID", ""))
         settle = min(2.0, max(0.0, int(os.environ.pop("LORE_SERVER_SETTLE_MS", "0")) / 1000))
     except ValueError:
         return
     end = time.monotonic() + 2.0
-    while time.monotonic() < end and _running(caller):
+    while time.monotonic() < end and running(caller):
         time.sleep(0.005)
     time.sleep(settle)
-
-
-def _running(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # not ours to signal, but there
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")  # a zombie has exited
-    except (OSError, IndexError):
-        return True  # no /proc: kill(0) alone says it runs
 
 
 def _exit_on_signals_while_starting() -> None:

@@ -24,3 +24,20 @@ def python_argv(*args: str) -> list[str]:
 def lore_argv(*args: str) -> list[str]:
     """``python -P -m lore ARGS`` with this interpreter: lore's CLI without relying on PATH."""
     return python_argv("-m", "lore", *args)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs: it answers ``kill(0)`` and is not a zombie (exited, not yet reaped)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # not ours to signal, but there
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True  # no /proc: kill(0) alone says it runs

@@ -270,20 +270,11 @@ def read_status(index_dir: Path, settings: Directories) -> dict[str, Any] | None
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     # A helper that exited but is not reaped yet (its parent, `lore server start`, is gone)
     # still answers kill(0): it is a zombie, not a running helper.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            state = stat.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
+    from lore.interpreter import running
+
+    return running(pid)
 
 
 def _warming_pid(index_dir: Path, settings: Directories) -> int | None:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from lore.store.fileio import replace_derived
 from lore.store.layout import DECISIONS, GRAPH, jsonl_files, jsonl_kind, source_files
 from lore.store.readers import appended_records
 from lore.store.records import Record
@@ -691,14 +692,7 @@ class DecisionPool:
         body = orjson.dumps(header)
         parts = [len(body).to_bytes(8, "little"), body]
         parts.extend(np.asarray(arrays[name]).astype(dtype).tobytes() for name, dtype in _ARRAYS)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(b"".join(parts))
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+        if not replace_derived(path, parts):
             return
         if self._text_vectors is not None:
             self._text_vectors.save(self._live_keys)

@@ -30,7 +30,6 @@ import hashlib
 import mmap
 import os
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Iterable
@@ -38,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+
+from lore.store.fileio import replace_derived
 
 FORMAT = 1
 MAGIC = b"lorevec1"
@@ -149,16 +150,7 @@ def write_file(path: Path, identity: str, keys: list[Key], rows: np.ndarray) -> 
                            "keys_sha256": hashlib.sha256(keys_bytes).hexdigest()})  # fmt: skip
     start = 16 + len(header)
     parts = [MAGIC, len(header).to_bytes(8, "little"), header, b"\0" * (-start % 8), keys_bytes, rows.astype("<f4").tobytes()]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(b"".join(parts))
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        return False
-    return True
+    return replace_derived(path, parts)
 
 
 class TextVectors:
@@ -280,17 +272,9 @@ def filling(lock: Path) -> bool:
     with contextlib.suppress(ChildProcessError, OSError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child (a long-lived process spawned it), exited
             return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # not ours to signal, but there
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
+    from lore.interpreter import running
+
+    return running(pid)
 
 
 def spawn_fill(data_dir: Path, cache_file: Path, model: str | None, lock: Path) -> int | None:

@@ -155,6 +155,23 @@ def atomic_write(path: Path, data: bytes, *, make_parent: bool = True) -> None:
     fsync_dir(path.parent)
 
 
+def replace_derived(path: Path, parts: list[bytes]) -> bool:
+    """Write a derived file (a cache, checked when read) whole and rename it into place, without fsync;
+    False, leaving no temporary file, when it cannot be written."""
+    import threading
+
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(b"".join(parts))
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        return False
+    return True
+
+
 def append_line(path: Path, line: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Append one complete line with a single write (caller holds the data lock).
 
