@@ -26,15 +26,17 @@ pytest_plugins = ["tests.sync_support"]
 INTEGRATION_FILES = frozenset({
     "test_agents.py", "test_bench.py", "test_bench_authors.py", "test_bench_locomo.py", "test_bench_own_store.py",
     "test_bench_stream.py", "test_bench_team.py", "test_capture_session.py", "test_completions.py", "test_doctor.py",
-    "test_hook.py", "test_hook_fresh.py", "test_import_batch.py", "test_mcp.py", "test_mcp_start.py",
+    "test_hook.py", "test_hook_fresh.py", "test_hook_tiers.py", "test_import_batch.py", "test_inbox.py", "test_mcp.py",
+    "test_mcp_start.py",
     "test_remote_cli.py", "test_remote_parity.py", "test_remote_writes.py", "test_store_safety.py",
     "test_subprocess_isolation.py", "test_sync.py", "test_sync_index.py", "test_sync_packs.py", "test_sync_race.py",
-    "test_sync_shards.py", "test_warm_default.py", "test_wheel.py", "test_write_vectors.py",
+    "test_sync_shards.py", "test_ui.py", "test_warm_default.py", "test_wheel.py", "test_write_vectors.py",
 })  # fmt: skip
 INTEGRATION_TESTS = frozenset({
     "test_index.py::test_builds_with_embedding_workers_killed_or_racing_never_publish_a_wrong_generation",
     "test_index.py::test_concurrent_builds_do_not_corrupt",
     "test_index.py::test_killing_a_build_at_any_moment_leaves_a_usable_index",
+    "test_cli_store.py::test_a_reader_that_stops_early_is_not_a_failure",
 })
 _named = {name.split("::")[0] for name in INTEGRATION_TESTS} | INTEGRATION_FILES
 if _missing := sorted(name for name in _named if not (Path(__file__).parent / name).is_file()):
