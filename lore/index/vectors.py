@@ -72,13 +72,6 @@ class StackedMatrix:
         return out[0] if picked.ndim == 0 else out
 
 
-def top_k(matrix: np.ndarray, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-    """Rows with the highest cosine to ``query`` (rows and query are L2-normalised)."""
-    if matrix.shape[0] == 0:
-        return []
-    return best_of(cosines(matrix, query), k, allowed)
-
-
 def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """The cosine of every row to ``query`` (rows and query are L2-normalised)."""
     import numpy as np
