@@ -163,6 +163,33 @@ def commit_raws(commits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], di
     return raws, mapping, duplicates
 
 
+def commit_raws_at_least(shared: Path, count: int) -> list[dict[str, Any]]:
+    """``commit_raws`` of the whole corpus, then of it again under new ids until there are ``count``.
+
+    The corpus holds about 60,000 commits; a store larger than that (the team harness at
+    100,000) repeats real text rather than inventing it. Pass ``k`` names a commit by the
+    ``k``-th 8 hex digits of its sha (an id already taken is skipped) and keeps its date.
+    """
+    commits = load_commits(shared, count + 200)
+    raws, mapping, _ = commit_raws(commits)
+    passes = 1
+    while len(raws) < count and passes < 5:
+        for commit in commits:
+            record_id = commit_id(commit["sha"][8 * passes :])
+            if record_id in mapping or len(record_id) < 12:
+                continue
+            mapping[record_id] = commit["sha"]
+            subject = str(commit.get("subject") or "").strip() or commit["sha"][:12]
+            raws.append(decision_raw(
+                record_id, str(commit["date"]), subject, strip_trailers(str(commit.get("body") or "")),
+                tags=[str(f) for f in commit.get("files") or []], project="git",
+            ))  # fmt: skip
+            if len(raws) >= count:
+                break
+        passes += 1
+    return raws
+
+
 def remembered_commit_raws(commits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """Decisions for commits as a user's ``lore remember SUBJECT -r MESSAGE`` stores them, and the duplicate ids skipped.
 

@@ -164,7 +164,7 @@ def run(shared: Path, work: Path, settings: TeamSettings | None = None,
     work.mkdir(parents=True, exist_ok=True)
     new_per_clone = settings.per_round * (settings.rounds + 1)
     wanted = settings.records + settings.clones * new_per_clone
-    raws, _, _ = corpora.commit_raws(corpora.load_commits(shared, wanted + 200))
+    raws = corpora.commit_raws_at_least(shared, wanted)
     if len(raws) < wanted:
         raise RuntimeError(f"the git corpus holds {len(raws)} distinct decisions, {wanted} needed")
     store_raws, fresh = raws[: settings.records], raws[settings.records : wanted]
