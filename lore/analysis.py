@@ -126,7 +126,8 @@ def tokens(text: str) -> list[str]:
     length filters, stemming, the length cut) looks at one token at a time, so a caller that
     analyses many texts can analyse each distinct token once (``bm25.build_forward``).
     """
-    return _TOKEN.findall(text)
+    # In ASCII the same tokens by the faster class (``terms`` says why): 0.74 -> 0.61 s over 10k commits.
+    return _ASCII_TOKEN.findall(text) if text.isascii() else _TOKEN.findall(text)
 
 
 def unique_terms(text: str) -> list[str]:
