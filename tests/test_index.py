@@ -391,6 +391,24 @@ def test_chunks_a_worker_claimed_but_never_wrote_are_embedded_by_the_build(small
     assert matrix is not None and np.array_equal(matrix, embed_texts(EMBED_TEXTS, None)[0])
 
 
+def test_the_worker_writes_the_cold_hooks_files_of_a_large_build_as_a_refresh_would(small_chunks: None, data_dir: Path) -> None:
+    """The passage tokens and token cache come from the worker, beside the build, not after it: the same bytes."""
+    from lore.index import cold_vectors
+
+    seed(data_dir, 60)
+    mgr = manager(data_dir)
+    report = mgr.build()
+    assert report.mode == "full" and report.timings.get("hook_files_in_worker") is not None
+    directory, meta = mgr.read_meta()  # type: ignore[misc]
+    written = {name: (directory / name).read_bytes() for name in (cold_vectors.PASSAGE_FILE, cold_vectors.CACHE_FILE)}
+    for name in written:
+        (directory / name).unlink()
+    cold_vectors.prepare(directory, meta)
+    assert {name: (directory / name).read_bytes() for name in written} == written
+    assert cold_vectors.PassageTokens.load(directory / cold_vectors.PASSAGE_FILE, meta.model or "",
+                                           directory / meta.files["docs"]) is not None  # fmt: skip
+
+
 def test_a_build_whose_model_cannot_load_stops_its_worker_and_indexes_without_embeddings(
     small_chunks: None, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

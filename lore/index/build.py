@@ -150,6 +150,7 @@ class Builder:
                 docs.append(doc_of(record))
             table.save(directory / names["table"], directory / names["docs"], docs)
             del docs, table
+            embedding.docs_written(directory, directory / names["docs"])
             explicit = graph_index.explicit_edges(snapshot.edges)
             graph_index.save_edges(directory / names["graph"], graph_index.ordered_edges(snapshot.records, explicit),
                                    graph_index.dangling_ids(snapshot.records, explicit))  # fmt: skip
@@ -166,6 +167,8 @@ class Builder:
         timings["embeddings_wait"] = time.perf_counter() - t3
         timings["embeddings"] = embedding.seconds
         timings["embedding_chunks_here"] = embedding.chunks_here
+        if embedding.hook_files_seconds is not None:
+            timings["hook_files_in_worker"] = embedding.hook_files_seconds
         if matrix is not None:
             from lore.index import vectors
 
@@ -328,6 +331,8 @@ class EmbeddingJob:
         self._work_in = work_in
         self.seconds = 0.0
         self.chunks_here = 0  # chunks this process embedded (the rest were the worker's)
+        self.hook_files_seconds: float | None = None  # the worker's writing of the cold hook's files
+        self._ordered = False  # ``docs_written`` has told the worker
         self._started = time.perf_counter()
         self._outcome: dict[str, Any] = {}
         self._process: Any = None
@@ -362,6 +367,24 @@ class EmbeddingJob:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
             )  # fmt: skip
 
+    def docs_written(self, directory: Path | None, docs: Path | None) -> None:
+        """The new generation's docs are complete: the worker writes the cold hook's files from them.
+
+        None: there will be none (the worker stops waiting for them). A small build (a thread)
+        leaves them to ``IndexManager.build``, as a refresh does.
+        """
+        if self._work is None or self._ordered:
+            return
+        import orjson
+
+        from lore.index.build_worker import HOOK_FILES
+
+        self._ordered = True
+        order = self._work / HOOK_FILES
+        partial = order.with_suffix(".part")
+        partial.write_bytes(orjson.dumps({"directory": str(directory) if directory else None, "docs": str(docs) if docs else None}))
+        partial.replace(order)
+
     def cancel(self) -> None:
         """Stop the worker and remove its files (the build failed before it needed them)."""
         if self._process is not None and self._process.poll() is None:
@@ -394,6 +417,7 @@ class EmbeddingJob:
 
     def _share(self) -> tuple[np.ndarray | None, str | None, str | None]:
         import numpy as np
+        import orjson
 
         assert self._work is not None
         work, texts = self._work, self.texts
@@ -409,7 +433,13 @@ class EmbeddingJob:
             done[chunk] = matrix
             self.chunks_here += 1
             self.progress("embeddings", len(done) * EMBED_CHUNK, len(texts))
+        self.docs_written(None, None)  # unless told already: no hook files, so the worker exits
         self._process.wait()
+        try:
+            seconds = orjson.loads((work / "embedding.json").read_bytes()).get("hook_files_seconds")
+            self.hook_files_seconds = float(seconds) if seconds is not None else None
+        except (OSError, ValueError, AttributeError, TypeError):
+            pass  # the worker died: the hook's files are written after the build, as for a refresh
         for chunk in range(count):
             if chunk in done:
                 continue

@@ -535,14 +535,20 @@ def _word_ids(words: Sequence[str], tokenizer: Any, pure: PureBpe) -> dict[str, 
 
     Words that start with one metaspace are tokenised many to a call, joined by spaces,
     and split again where a token starts with a metaspace (only a word's first token
-    can); a call the tokenizer's truncation may have cut, and any other word, by ``pure``
-    (the same ids: tests/test_embedder_pure.py).
+    can). A batch that does not split back into its words (its ids cut at the
+    tokenizer's truncation: long identifiers and hashes), and a word led by several
+    metaspaces (an indented line's first word), are tokenised one word to a text
+    instead: the word less its first metaspace, spaces for the others, normalises back
+    to the word. ``pure`` takes only a lone metaspace and a word the tokenizer cut (the
+    same ids: tests/test_embedder_pure.py); it cost 2.4 s of a 10,000-commit build when
+    every word of a failed batch went to it.
     """
     from lore.embedder import _METASPACE
 
     found: dict[str, list[int]] = {}
     single = [w for w in words if len(w) > 1 and w[0] == _METASPACE and w[1] != _METASPACE]
-    alone = [w for w in words if not (len(w) > 1 and w[0] == _METASPACE and w[1] != _METASPACE)]
+    alone = [w for w in words if len(w) > 1 and w[1] == _METASPACE]
+    rest = [w for w in words if len(w) <= 1]
     limit = (tokenizer.truncation or {}).get("max_length") or 1 << 62
     starts = {token_id for token, token_id in pure.vocab.items() if token.startswith(_METASPACE)}
     batches = [single[i : i + WORDS_PER_CALL] for i in range(0, len(single), WORDS_PER_CALL)]
@@ -559,7 +565,13 @@ def _word_ids(words: Sequence[str], tokenizer: Any, pure: PureBpe) -> dict[str, 
             found.update(zip(batch, split, strict=True))
         else:
             alone.extend(batch)
-    for word in alone:
+    texts = [word[1:].replace(_METASPACE, " ") for word in alone]
+    for word, encoding in zip(alone, tokenizer.encode_batch_fast(texts, add_special_tokens=False), strict=True):
+        if 0 < len(encoding.ids) < limit:
+            found[word] = list(encoding.ids)
+        else:
+            rest.append(word)
+    for word in rest:
         ids = pure._ids(word)
         if ids is not None:
             found[word] = ids
@@ -635,29 +647,40 @@ def token_cache(directory: Path, model_dir: Path, identity: str) -> TokenCache |
 
 
 def prepare(directory: Path, meta: GenerationMeta) -> None:
-    """Write the generation's token cache if it has none (``lore.index.manager`` after a build or refresh).
+    """Write the generation's hook files if missing (``lore.index.manager`` after a build or refresh).
 
-    Nothing for an index without vectors, or embedded with a model this module cannot
-    read (not a local model2vec directory, or no longer the configured one); a failure
-    to write is left to the first cold answer.
+    Nothing for an index without vectors. A large build's worker has usually written them
+    already, beside the rest of the build (``lore.index.build_worker``).
     """
     if not meta.embeddings or meta.model is None:
         return
-    spec = model_spec(meta.model_spec)
+    docs = meta.files.get("docs")
+    write_hook_files(directory, directory / docs if docs else None, meta.model_spec, meta.model)
+
+
+def write_hook_files(directory: Path, docs: Path | None, configured: str | None, identity: str,
+                     encoder: Any = None) -> None:  # fmt: skip
+    """The cold hook's token cache and the passage tokens of ``docs``, for the model embedded with (``identity``).
+
+    ``configured``: ``Settings.embed_model`` (None: the bundled model); ``encoder``: its
+    ``QueryEncoder`` when the caller has one loaded. Nothing for a model this module cannot
+    read (not a local model2vec directory, or no longer the one configured); a failure to
+    write is left to the first cold answer.
+    """
+    spec = model_spec(configured)
     model_dir = Path(spec).expanduser()
     try:
-        if not model_dir.is_dir() or model_identity(spec) != meta.model:
+        if not model_dir.is_dir() or model_identity(spec) != identity:
             return
         if not (directory / CACHE_FILE).exists():
-            token_cache(directory, model_dir, meta.model)
-        docs = meta.files.get("docs")
+            token_cache(directory, model_dir, identity)
         passages = directory / PASSAGE_FILE
-        if docs and PassageTokens.load(passages, meta.model, directory / docs) is None:
+        if docs is not None and PassageTokens.load(passages, identity, docs) is None:
             from lore.embedder import QueryEncoder, get_query_encoder
 
-            encoder = get_query_encoder(spec)
+            encoder = encoder or get_query_encoder(spec)
             if isinstance(encoder, QueryEncoder) and encoder.pure is not None and encoder.pure.by_word:
-                write_passage_tokens(passages, directory / docs, meta.model, encoder.tokenizer, encoder.pure,
+                write_passage_tokens(passages, docs, identity, encoder.tokenizer, encoder.pure,
                                      encoder.max_length, encoder.median_token_length)  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError):
         return
