@@ -181,15 +181,30 @@ def _wait_for_vectors_fill(cache: Path, notes: list[str]) -> None:
 WRITE_COLD = "lore remember (no helper)"
 WRITE_WARM = "lore remember (warm helper running)"
 MCP_REMEMBER = "MCP remember (lore mcp, one server)"
+# The write commands measured, each without and with the helper: argv after ``lore`` for a (subject, text) pair.
+WRITE_KINDS: dict[str, Callable[[str, str], list[str]]] = {
+    "remember": lambda subject, text: ["remember", f"--rationale={text}", "--", subject],
+    "learn": lambda subject, text: ["learn", f"--solution={text[:400] or subject}", "--", subject],
+    "lesson": lambda subject, text: ["lesson", f"--situation={subject}", f"--error-pattern={subject[:80]}",
+                                     f"--oversight={text[:200] or subject}", "--fix=see the situation", f"--rule={subject}",
+                                     "--severity=medium", "--scope=git"],
+    "handoff": lambda subject, text: ["handoff", "--", f"{subject}: {text[:400]}"],
+}
+WRITES_PER_RUN = 2 * len(WRITE_KINDS) + 1  # each kind without and with the helper, and MCP remember
+
+
+def write_row(kind: str, warm: bool) -> str:
+    return f"lore {kind} (warm helper running)" if warm else f"lore {kind} (no helper)"
 
 
 def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Sequence[tuple[str, str]], *, runs: int,
                    progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
-    """Whole-process `lore remember` without and with a warm helper, each beside `python -c pass`; MCP `remember`.
+    """Whole-process `lore remember`, `learn`, `lesson` and `handoff` without and with a warm helper, each beside
+    `python -c pass`; MCP `remember`.
 
     Each phase runs ``runs`` rounds after a warm-up round, each round a `python -c pass`
-    and a `lore remember` of a new decision (``decisions``: (decision, rationale), one per
-    run, none stored yet), so the floor is measured alongside. Without a helper the
+    and a write of a new record (``decisions``: (decision, rationale), one per run,
+    ``WRITES_PER_RUN`` per round of every phase, none stored yet), so the floor is measured alongside. Without a helper the
     duplicate check's pool comes from the cache file the previous write left (the
     warm-up round's write builds it). With one, the helper runs each write (the round's
     reply counts are checked against its request counter). MCP: one `lore mcp` over stdio,
@@ -213,11 +228,12 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     cpu_floors: dict[str, list[float]] = {}
     notes: list[str] = []
 
-    def phase(row: str) -> None:
+    def phase(kind: str, warm: bool) -> None:
+        row = write_row(kind, warm)
         for i in range(runs + 1):  # round 0 is the warm-up
             floor = run_once([*PYTHON_PASS], env, cwd)
             decision, rationale = next(texts)
-            sample = run_once([*lore, "remember", f"--rationale={rationale}", "--", decision], env, cwd)
+            sample = run_once([*lore, *WRITE_KINDS[kind](decision, rationale)], env, cwd)
             if i > 0:
                 floors.setdefault(row, []).append(floor.ms)
                 cpu_floors.setdefault(row, []).append(floor.cpu_ms)
@@ -226,20 +242,23 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
                 _wait_for_vectors_fill(cache, notes)
             progress(f"writes: {row}, round {i}/{runs}")
 
-    phase(WRITE_COLD)
+    for kind in WRITE_KINDS:
+        phase(kind, warm=False)
     IndexManager(bench_locations(data_dir, index_dir)).build()  # untimed: the helper serves a current index
     started = subprocess.run([*lore, "server", "start", "--idle", "300"], env=env, cwd=cwd, capture_output=True,
                              check=False, timeout=300)  # fmt: skip
     if started.returncode == 0:
         try:
             before = _helper_writes(cache, index_dir)
-            phase(WRITE_WARM)
+            for kind in WRITE_KINDS:
+                phase(kind, warm=True)
+            sent = len(WRITE_KINDS) * (runs + 1)
             deadline = time.monotonic() + 30  # the helper counts a write just after answering it
-            while _helper_writes(cache, index_dir) - before < runs + 1 and time.monotonic() < deadline:
+            while _helper_writes(cache, index_dir) - before < sent and time.monotonic() < deadline:
                 time.sleep(0.02)
             answered = _helper_writes(cache, index_dir) - before
-            if answered < runs + 1:
-                notes.append(f"the helper ran {answered} of the {runs + 1} writes (the others ran in their own process)")
+            if answered < sent:
+                notes.append(f"the helper ran {answered} of the {sent} writes (the others ran in their own process)")
         finally:
             subprocess.run([*lore, "server", "stop"], env=env, cwd=cwd, capture_output=True, check=False, timeout=60)
     else:

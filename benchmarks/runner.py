@@ -211,7 +211,7 @@ def run(settings: BenchSettings, shared: Path, work: Path, progress: Progress = 
             questions = [q["question"] for q in loaded]
             answerable = [q["question"] for q in loaded if q.get("answerable", True)]
             # The commits after the largest store's: the new decisions the write latency stores.
-            commits_all = corpora.load_commits(shared, max(settings.sizes) + 3 * (settings.write_runs + 1) + 10)
+            commits_all = corpora.load_commits(shared, max(settings.sizes) + latency.WRITES_PER_RUN * (settings.write_runs + 1) + 10)
             for store in settings.stores:
                 per_size: dict[int, dict[str, Any]] = {}
                 sizes_key, scale_key = STORE_KEYS[store]
@@ -336,7 +336,7 @@ def _measure_size(settings: BenchSettings, size: int, commits_all: list[dict[str
     if "latency" in settings.only:
         # Last: it adds decisions to the store. New ones, from the commits after the store's.
         runs = settings.write_runs
-        fresh, _ = store_raws(store, commits_all[size : size + 3 * (runs + 1) + 10])
+        fresh, _ = store_raws(store, commits_all[size : size + latency.WRITES_PER_RUN * (runs + 1) + 10])
         progress(f"writes {size}: {runs} runs per command")
         entry["writes"] = latency.measure_writes(data_dir, index_dir, work / f"size-{size}-writes",
                                                  [(r["decision"], r["rationale"]) for r in fresh], runs=runs,

@@ -153,12 +153,14 @@ def test_indexing_latency_scale_and_report(isolated: Path) -> None:
 
     rebuild = indexing.rebuild_process(data_dir, index_dir, isolated / "process", 1)
     assert rebuild["seconds_p50"] > rebuild["python_seconds_p50"] > 0 and "bm25" in rebuild["timings_last"]
-    fresh, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 66)[60:])
+    fresh, _, _ = corpora.commit_raws(corpora.load_commits(SHARED, 60 + 2 * latency.WRITES_PER_RUN + 2)[60:])
     writes = latency.measure_writes(data_dir, index_dir, isolated / "writes", [(r["decision"], r["rationale"]) for r in fresh],
                                     runs=1)  # fmt: skip
-    assert set(writes["commands"]) == {latency.WRITE_COLD, latency.WRITE_WARM, latency.MCP_REMEMBER}, writes["notes"]
-    for row in (latency.WRITE_COLD, latency.WRITE_WARM):
-        assert writes["commands"][row]["exit_codes"] == {"0": 1} and writes["commands"][row]["ratio_to_python_floor"] > 0
+    rows = {latency.write_row(kind, warm) for kind in ("remember", "learn", "lesson", "handoff") for warm in (False, True)}
+    assert set(writes["commands"]) == {*rows, latency.MCP_REMEMBER}, writes["notes"]
+    assert {latency.WRITE_COLD, latency.WRITE_WARM} <= rows
+    for row in rows:
+        assert writes["commands"][row]["exit_codes"] == {"0": 1} and writes["commands"][row]["ratio_to_python_floor"] > 0, row
     assert writes["commands"][latency.MCP_REMEMBER]["errors"] == 0 and not writes["notes"]
     entry = {"indexing": {"full": full, "bare_whoosh": bare, "incremental": inc, "process": process,
                           "rebuild_process": rebuild}, "latency": timed,
