@@ -173,6 +173,51 @@ def test_rewrites_of_original_files_keep_every_field(cli, bash_lore_copy: Path) 
     assert (new_edge["from"], new_edge["relation"]) == ("decision-70988e5a", "implements")  # reuses the original node
 
 
+def test_a_new_pattern_is_appended_as_a_rewrite_would_write_it(cli, initialised: Path) -> None:
+    """A file lore wrote gets the bytes a whole rewrite gives: the new item alone is emitted, after the list's last."""
+    from lore.store.store import PATTERNS_HEADER, dump_yaml
+
+    path = initialised / PATTERNS
+    for name in ("Quote your variables", "Pin your tools", "Bound every queue"):
+        assert cli("learn", name, "--solution", f"{name}:\n  the long way").exit_code == 0
+        assert cli("learn", f"Not {name}", "--anti", "--symptom", "it hurts").exit_code == 0
+        text = path.read_text()
+        assert text == PATTERNS_HEADER + dump_yaml(yaml.safe_load(text))
+    doc = yaml.safe_load(path.read_text())
+    assert [p["name"] for p in doc["patterns"]] == ["Quote your variables", "Pin your tools", "Bound every queue"]
+    assert len(doc["anti_patterns"]) == 3
+
+
+def test_a_new_pattern_keeps_the_original_files_lines_and_comments(cli, bash_lore_copy: Path, tmp_path: Path) -> None:
+    """The original bash Lore's own layout (double quotes), a comment between the lists and a file without a
+    final newline: every line stays as it was, the new item goes after the list's last line."""
+    path = bash_lore_copy / PATTERNS
+    before = path.read_text().replace("anti_patterns:", "# kept as written\nanti_patterns:").rstrip("\n")
+    path.write_text(before)
+    d = ["--data-dir", str(bash_lore_copy)]
+    assert cli(*d, "learn", "Quote your variables", "--solution", 'Use "$var"').exit_code == 0
+    after = path.read_text()
+    head, _, tail = before.partition("# kept as written\n")
+    assert after.startswith(head) and after.endswith("# kept as written\n" + tail)
+    doc = yaml.safe_load(after)
+    assert [p["name"] for p in doc["patterns"]] == ["Safe bash arithmetic", "Quote your variables"]
+    assert doc["anti_patterns"] == yaml.safe_load(before)["anti_patterns"]
+
+
+@pytest.mark.parametrize("layout", ["indentless", "flow"])
+def test_a_list_laid_out_otherwise_is_rewritten_whole(cli, initialised: Path, layout: str) -> None:
+    """Where the new item cannot sit after the last one as the file lays its items out, the document is rewritten."""
+    from lore.store.store import PATTERNS_HEADER, dump_yaml
+
+    path = initialised / PATTERNS
+    items = "- id: pat-1\n  name: Old one\n" if layout == "indentless" else "[{id: pat-1, name: Old one}]\n"
+    path.write_text(f"{PATTERNS_HEADER}patterns:{' ' if layout == 'flow' else chr(10)}{items}anti_patterns: []\n")
+    assert cli("learn", "New one", "--solution", "x").exit_code == 0
+    text = path.read_text()
+    assert text == PATTERNS_HEADER + dump_yaml(yaml.safe_load(text))
+    assert [p["name"] for p in yaml.safe_load(text)["patterns"]] == ["Old one", "New one"]
+
+
 def test_hand_written_original_fixture_round_trips(cli, tmp_path: Path) -> None:
     data = tmp_path / "hand"
     shutil.copytree(HAND_FIXTURE, data)

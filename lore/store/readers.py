@@ -212,10 +212,17 @@ def read_patterns_yaml(path: Path, sections: tuple[str, ...] = ("patterns", "ant
         result.warn(1, f"expected a mapping with {' and '.join(sections)}, found {type(document).__name__}")
         return result
     result.extra["document"] = document
+    result.extra["text"] = text
     item_lines: dict[str, list[int]] = {}
+    # Where each non-empty block list ends, and the column of its items: ``Store`` appends an item
+    # there instead of re-emitting the whole file (``patterns_append``).
+    ends: dict[str, tuple[int, int]] = {}
     for key_node, value_node in node.value:
         if key_node.value in sections and hasattr(value_node, "value") and isinstance(value_node.value, list):
             item_lines[key_node.value] = [item.start_mark.line + 1 for item in value_node.value]
+            if value_node.value and not value_node.flow_style:
+                ends[key_node.value] = (_end_of_line(text, _last_value_end(value_node)), value_node.start_mark.column)
+    result.extra["list_ends"] = ends
     for section in sections:
         items = document.get(section)
         if items is None:
@@ -231,6 +238,22 @@ def read_patterns_yaml(path: Path, sections: tuple[str, ...] = ("patterns", "ant
                 continue
             result.items.append((item_line, {"__section__": section, **item}))
     return result
+
+
+def _last_value_end(node: Any) -> int:
+    """Where the last value written inside ``node`` ends: a block collection's own end lies past the blank lines
+    and comments after it (the next key's)."""
+    import yaml
+
+    while isinstance(node, yaml.CollectionNode) and not node.flow_style and node.value:
+        last = node.value[-1]
+        node = last[1] if isinstance(last, tuple) else last  # a mapping's (key, value) pairs
+    return int(node.end_mark.index)
+
+
+def _end_of_line(text: str, index: int) -> int:
+    newline = text.find("\n", index)
+    return len(text) if newline < 0 else newline + 1
 
 
 def _salvage_yaml_items(text: str, sections: tuple[str, ...], result: FileRead) -> None:
