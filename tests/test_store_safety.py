@@ -218,6 +218,23 @@ def test_a_list_laid_out_otherwise_is_rewritten_whole(cli, initialised: Path, la
     assert [p["name"] for p in yaml.safe_load(text)["patterns"]] == ["Old one", "New one"]
 
 
+def test_patterns_yaml_is_parsed_again_only_for_new_bytes_and_every_read_gets_its_own_objects(tmp_path: Path) -> None:
+    from lore.store import readers
+
+    path = tmp_path / "patterns.yaml"
+    path.write_text("patterns:\n  - id: pat-1\n    name: One\nanti_patterns: []\n")
+    first = readers.read_patterns_yaml(path)
+    first.items[0][1]["name"] = "edited by a caller"
+    first.extra["document"]["patterns"].append({"id": "pat-x"})
+    again = readers.read_patterns_yaml(path)
+    assert again.items[0][1]["name"] == "One" and len(again.extra["document"]["patterns"]) == 1
+    path.write_text("patterns:\n  - id: pat-1\n    name: Two\nanti_patterns: []\n")  # another writer, same size
+    assert readers.read_patterns_yaml(path).items[0][1]["name"] == "Two"
+    path.write_text("patterns: [\n")
+    broken = readers.read_patterns_yaml(path)
+    assert not broken.complete and broken.warnings and readers.read_patterns_yaml(path).warnings == broken.warnings
+
+
 def test_hand_written_original_fixture_round_trips(cli, tmp_path: Path) -> None:
     data = tmp_path / "hand"
     shutil.copytree(HAND_FIXTURE, data)

@@ -48,7 +48,14 @@ from lore.store.layout import (
     shard_name,
     source_files,
 )
-from lore.store.readers import FileRead, LoadWarning, parse_yaml, read_json, read_jsonl, read_patterns_yaml
+from lore.store.readers import (
+    FileRead,
+    LoadWarning,
+    patterns_from_bytes,
+    read_json,
+    read_jsonl,
+    read_patterns_yaml,
+)
 from lore.store.records import (
     KINDS,
     SCHEMA_VERSION,
@@ -663,10 +670,9 @@ def patterns_append(read: FileRead, section: str, raw: dict[str, Any]) -> str | 
         return None
     before = text[:end] if text[:end].endswith("\n") else text[:end] + "\n"
     spliced = before + lines + text[end:]
-    try:
-        if parse_yaml(spliced) != {**document, section: [*document[section], raw]}:
-            return None
-    except ValueError:
+    # Read back as the next read will (whose parse it then finds cached, by these bytes).
+    after = patterns_from_bytes(read.path, spliced.encode("utf-8"))
+    if not after.complete or after.extra.get("document") != {**document, section: [*document[section], raw]}:
         return None
     return spliced
 
