@@ -33,7 +33,7 @@ import os
 import struct
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import chain
+from itertools import chain, pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from zlib import crc32
@@ -554,15 +554,11 @@ def _word_ids(words: Sequence[str], tokenizer: Any, pure: PureBpe) -> dict[str, 
     batches = [single[i : i + WORDS_PER_CALL] for i in range(0, len(single), WORDS_PER_CALL)]
     texts = [" ".join(word[1:] for word in batch) for batch in batches]
     for batch, encoding in zip(batches, tokenizer.encode_batch_fast(texts, add_special_tokens=False), strict=True):
-        split: list[list[int]] = []
-        for token_id in encoding.ids:
-            if token_id in starts:
-                split.append([])
-            if not split:
-                break
-            split[-1].append(token_id)
-        if len(split) == len(batch) and len(encoding.ids) < limit:
-            found.update(zip(batch, split, strict=True))
+        ids = encoding.ids
+        cuts = [at for at, token_id in enumerate(ids) if token_id in starts]  # where each word's first token is
+        if len(cuts) == len(batch) and cuts[0] == 0 and len(ids) < limit:
+            cuts.append(len(ids))
+            found.update(zip(batch, [ids[a:b] for a, b in pairwise(cuts)], strict=True))
         else:
             alone.extend(batch)
     texts = [word[1:].replace(_METASPACE, " ") for word in alone]
