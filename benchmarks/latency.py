@@ -7,7 +7,6 @@ on the machine spreads evenly over them.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -17,10 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import bash_original, compile_bytecode
-from benchmarks import locations as bench_locations
 
 # The timing helpers `lore bench` shares live in lore.measure; the harness's modules import them from here.
-from lore.measure import PYTHON_PASS, Sample, hook_event, lore_command, run_once, summary
+from lore.measure import (
+    PYTHON_PASS,
+    WRITE_COLD,  # noqa: F401  (the harness's tests and report name the rows from here)
+    WRITE_WARM,  # noqa: F401
+    WRITES_PER_ROUND,
+    Sample,
+    hook_event,
+    lore_command,
+    run_once,
+    summary,
+    time_writes,
+    write_row,  # noqa: F401
+)
 
 Progress = Callable[[str], None]
 
@@ -166,53 +176,21 @@ def stage_timings(data_dir: Path, index_dir: Path, queries: Sequence[str], now: 
     return {stage: summary(values) for stage, values in per_stage.items()}
 
 
-def _wait_for_vectors_fill(cache: Path, notes: list[str]) -> None:
-    """Untimed: the warm-up write built the write check's pool; past ``text_vectors.INLINE_FILL`` texts a detached
-    process fills its decisions' vectors (lore.curate.text_vectors). The rounds measure the writes after it."""
-    started = time.monotonic()
-    while list((cache / "write-check").glob("*.filling")) and time.monotonic() - started < 300:
-        time.sleep(0.1)
-    waited = time.monotonic() - started
-    if waited >= 0.1:
-        notes.append(f"the write check's vectors were filled {waited:.1f} s after the warm-up write (untimed)")
-
-
-# The rows of the write measurement (``measure_writes``).
-WRITE_COLD = "lore remember (no helper)"
-WRITE_WARM = "lore remember (warm helper running)"
+# The rows of the write measurement (``measure_writes``): lore.measure times them, for `lore bench` too.
 MCP_REMEMBER = "MCP remember (lore mcp, one server)"
-# The write commands measured, each without and with the helper: argv after ``lore`` for a (subject, text) pair.
-WRITE_KINDS: dict[str, Callable[[str, str], list[str]]] = {
-    "remember": lambda subject, text: ["remember", f"--rationale={text}", "--", subject],
-    "learn": lambda subject, text: ["learn", f"--solution={text[:400] or subject}", "--", subject],
-    "lesson": lambda subject, text: ["lesson", f"--situation={subject}", f"--error-pattern={subject[:80]}",
-                                     f"--oversight={text[:200] or subject}", "--fix=see the situation", f"--rule={subject}",
-                                     "--severity=medium", "--scope=git"],
-    "handoff": lambda subject, text: ["handoff", "--", f"{subject}: {text[:400]}"],
-}
-WRITES_PER_RUN = 2 * len(WRITE_KINDS) + 1  # each kind without and with the helper, and MCP remember
-
-
-def write_row(kind: str, warm: bool) -> str:
-    return f"lore {kind} (warm helper running)" if warm else f"lore {kind} (no helper)"
+WRITES_PER_RUN = WRITES_PER_ROUND + 1  # and MCP remember
 
 
 def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Sequence[tuple[str, str]], *, runs: int,
                    progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
-    """Whole-process `lore remember`, `learn`, `lesson` and `handoff` without and with a warm helper, each beside
-    `python -c pass`; MCP `remember`.
+    """``lore.measure.time_writes`` (each write command without and with a warm helper, each beside
+    `python -c pass`) on the store in ``data_dir``, then MCP `remember` (one `lore mcp`, a `tools/call` per run
+    after a first call that loads what the check needs).
 
-    Each phase runs ``runs`` rounds after a warm-up round, each round a `python -c pass`
-    and a write of a new record (``decisions``: (decision, rationale), one per run,
-    ``WRITES_PER_RUN`` per round of every phase, none stored yet), so the floor is measured alongside. Without a helper the
-    duplicate check's pool comes from the cache file the previous write left (the
-    warm-up round's write builds it). With one, the helper runs each write (the round's
-    reply counts are checked against its request counter). MCP: one `lore mcp` over stdio,
-    a `tools/call remember` per run after a first call that loads what the check needs.
-    The store grows by the decisions written: measure it last.
+    ``decisions``: (decision, rationale) pairs, none stored yet, ``WRITES_PER_RUN`` a run.
+    The store grows by the records written: measure it last.
     """
     from benchmarks.mcpstart import INITIALIZE, _Client
-    from lore.index.manager import IndexManager
 
     state, cache, cwd = work / "state", work / "cache", work / "cwd"
     for path in (state, cache, cwd):
@@ -223,60 +201,9 @@ def measure_writes(data_dir: Path, index_dir: Path, work: Path, decisions: Seque
     lore = lore_command()
     compile_bytecode()
     texts = iter(decisions)
-    samples: dict[str, list[Sample]] = {}
-    floors: dict[str, list[float]] = {}
-    cpu_floors: dict[str, list[float]] = {}
-    notes: list[str] = []
-
-    def phase(kind: str, warm: bool) -> None:
-        row = write_row(kind, warm)
-        for i in range(runs + 1):  # round 0 is the warm-up
-            floor = run_once([*PYTHON_PASS], env, cwd)
-            decision, rationale = next(texts)
-            sample = run_once([*lore, *WRITE_KINDS[kind](decision, rationale)], env, cwd)
-            if i > 0:
-                floors.setdefault(row, []).append(floor.ms)
-                cpu_floors.setdefault(row, []).append(floor.cpu_ms)
-                samples.setdefault(row, []).append(sample)
-            else:
-                _wait_for_vectors_fill(cache, notes)
-            progress(f"writes: {row}, round {i}/{runs}")
-
-    for kind in WRITE_KINDS:
-        phase(kind, warm=False)
-    IndexManager(bench_locations(data_dir, index_dir)).build()  # untimed: the helper serves a current index
-    started = subprocess.run([*lore, "server", "start", "--idle", "300"], env=env, cwd=cwd, capture_output=True,
-                             check=False, timeout=300)  # fmt: skip
-    if started.returncode == 0:
-        try:
-            before = _helper_writes(cache, index_dir)
-            for kind in WRITE_KINDS:
-                phase(kind, warm=True)
-            sent = len(WRITE_KINDS) * (runs + 1)
-            deadline = time.monotonic() + 30  # the helper counts a write just after answering it
-            while _helper_writes(cache, index_dir) - before < sent and time.monotonic() < deadline:
-                time.sleep(0.02)
-            answered = _helper_writes(cache, index_dir) - before
-            if answered < sent:
-                notes.append(f"the helper ran {answered} of the {sent} writes (the others ran in their own process)")
-        finally:
-            subprocess.run([*lore, "server", "stop"], env=env, cwd=cwd, capture_output=True, check=False, timeout=60)
-    else:
-        notes.append("lore server start failed: " + started.stderr.decode(errors="replace")[-300:])
-
-    result: dict[str, Any] = {"runs": runs, "commands": {}, "notes": notes, "load_average": _load()}
-    for row, got in samples.items():
-        floor = statistics.median(floors[row])
-        figures: dict[str, Any] = {"python -c pass p50": round(floor, 2), **summary([s.ms for s in got])}
-        figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
-        cpu = [s.cpu_ms for s in got if s.cpu_ms >= 0]
-        figures["cpu_ms_p50"] = round(statistics.median(cpu), 1) if cpu else None
-        floor_cpu = [c for c in cpu_floors.get(row, []) if c >= 0]
-        figures["python -c pass cpu_ms_p50"] = round(statistics.median(floor_cpu), 1) if floor_cpu else None
-        rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
-        figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
-        figures["exit_codes"] = {str(code): sum(1 for s in got if s.returncode == code) for code in sorted({s.returncode for s in got})}
-        result["commands"][row] = figures
+    timed = time_writes(lore, env, cwd, texts, runs, progress=progress)
+    result: dict[str, Any] = {"runs": runs, "commands": timed["commands"], "notes": timed["notes"], "load_average": _load()}
+    notes: list[str] = result["notes"]
 
     # MCP: one server, its remember tool called once per run (the first call loads what the check needs).
     mcp = _Client([*lore, "mcp"], env, cwd)
@@ -309,14 +236,3 @@ def _load() -> list[float] | None:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
-
-
-def _helper_writes(cache: Path, index_dir: Path) -> int:
-    """The writes the helper of ``index_dir`` ran, from its status file in the measured processes' cache dir."""
-    from lore.agent.client import _key
-
-    try:
-        status = json.loads((cache / "server" / f"{_key(index_dir)}.json").read_text())
-    except (OSError, ValueError):
-        return 0
-    return int(status.get("writes", 0)) if isinstance(status, dict) else 0

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -321,3 +321,117 @@ def _warm_rounds(lore: list[str], env: dict[str, str], cwd: Path, rounds: Callab
         return rounds(HOOK_WARM, on)
     finally:
         subprocess.run([*lore, "server", "stop"], env=on, cwd=cwd, capture_output=True, check=False, timeout=60)
+
+
+# -- writes: each write command without and with a warm helper ------------------------------------
+
+WRITE_COLD = "lore remember (no helper)"
+WRITE_WARM = "lore remember (warm helper running)"
+# The write commands timed, each without and with the helper: argv after ``lore`` for a (subject, text) pair.
+WRITE_KINDS: dict[str, Callable[[str, str], list[str]]] = {
+    "remember": lambda subject, text: ["remember", f"--rationale={text}", "--", subject],
+    "learn": lambda subject, text: ["learn", f"--solution={text[:400] or subject}", "--", subject],
+    "lesson": lambda subject, text: ["lesson", f"--situation={subject}", f"--error-pattern={subject[:80]}",
+                                     f"--oversight={text[:200] or subject}", "--fix=see the situation", f"--rule={subject}",
+                                     "--severity=medium", "--scope=git"],
+    "handoff": lambda subject, text: ["handoff", "--", f"{subject}: {text[:400]}"],
+}
+WRITES_PER_ROUND = 2 * len(WRITE_KINDS)  # (subject, text) pairs ``time_writes`` takes per round: each kind, cold and warm
+
+
+def write_row(kind: str, warm: bool) -> str:
+    return f"lore {kind} (warm helper running)" if warm else f"lore {kind} (no helper)"
+
+
+def time_writes(lore: list[str], env: dict[str, str], cwd: Path, texts: Iterator[tuple[str, str]], runs: int, *,
+                force: bool = False, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
+    """Whole-process `lore remember`, `learn`, `lesson` and `handoff`, without and then with a warm helper.
+
+    ``env`` names the (writable) data, index, state and cache dirs. Each phase runs
+    ``runs`` rounds after a warm-up round, each a `python -c pass` and a write of the next
+    of ``texts`` ((subject, text), ``WRITES_PER_ROUND`` a round); ``force``: written even
+    when the duplicate check finds one (the check still runs). The warm-up write builds
+    the duplicate check's pool; its vectors' fill is waited for, untimed. Between the
+    phases `lore index` brings the index up to date, untimed. Returns ``{"commands":
+    {row: figures}, "notes": [...]}``.
+    """
+    cache = Path(env["LORE_CACHE_DIR"])
+    samples: dict[str, list[Sample]] = {}
+    floors: dict[str, list[Sample]] = {}
+    notes: list[str] = []
+
+    def phase(kind: str, warm: bool) -> None:
+        row = write_row(kind, warm)
+        for i in range(runs + 1):  # round 0 is the warm-up
+            floor = run_once(PYTHON_PASS, env, cwd)
+            subject, text = next(texts)
+            command = WRITE_KINDS[kind](subject, text)
+            sample = run_once([*lore, *command[:1], *(["--force"] if force and kind != "handoff" else []), *command[1:]],
+                              env, cwd)  # fmt: skip
+            if i > 0:
+                floors.setdefault(row, []).append(floor)
+                samples.setdefault(row, []).append(sample)
+            else:
+                _wait_for_vectors_fill(cache, notes)
+            progress(f"writes: {row}, round {i}/{runs}")
+
+    for kind in WRITE_KINDS:
+        phase(kind, warm=False)
+    subprocess.run([*lore, "index"], env=env, cwd=cwd, capture_output=True, check=False)  # the helper serves a current index
+    on = {**env, "LORE_SERVER": "on"}
+    started = subprocess.run([*lore, "server", "start", "--idle", "300"], env=on, cwd=cwd, capture_output=True,
+                             check=False, timeout=300)  # fmt: skip
+    if started.returncode == 0:
+        try:
+            before = _helper_writes(env)
+            for kind in WRITE_KINDS:
+                phase(kind, warm=True)
+            sent = len(WRITE_KINDS) * (runs + 1)
+            deadline = time.monotonic() + 30  # the helper counts a write just after answering it
+            while _helper_writes(env) - before < sent and time.monotonic() < deadline:
+                time.sleep(0.02)
+            answered = _helper_writes(env) - before
+            if answered < sent:
+                notes.append(f"the helper ran {answered} of the {sent} writes (the others ran in their own process)")
+        finally:
+            subprocess.run([*lore, "server", "stop"], env=on, cwd=cwd, capture_output=True, check=False, timeout=60)
+    else:
+        notes.append("lore server start failed: " + started.stderr.decode(errors="replace")[-300:])
+    commands = {row: _write_figures(got, floors[row]) for row, got in samples.items()}
+    return {"commands": commands, "notes": notes}
+
+
+def _write_figures(got: list[Sample], floors: list[Sample]) -> dict[str, Any]:
+    floor = statistics.median(f.ms for f in floors)
+    figures: dict[str, Any] = {"python -c pass p50": round(floor, 2), **summary([s.ms for s in got])}
+    figures["ratio_to_python_floor"] = round(figures["p50"] / floor, 2) if floor else None
+    cpu = [s.cpu_ms for s in got if s.cpu_ms >= 0]
+    figures["cpu_ms_p50"] = round(statistics.median(cpu), 1) if cpu else None
+    floor_cpu = [f.cpu_ms for f in floors if f.cpu_ms >= 0]
+    figures["python -c pass cpu_ms_p50"] = round(statistics.median(floor_cpu), 1) if floor_cpu else None
+    rss = [s.maxrss_kb for s in got if s.maxrss_kb >= 0]
+    figures["peak_rss_mib"] = round(max(rss) / 1024, 1) if rss else None
+    figures["exit_codes"] = {str(code): sum(1 for s in got if s.returncode == code) for code in sorted({s.returncode for s in got})}
+    return figures
+
+
+def _wait_for_vectors_fill(cache: Path, notes: list[str]) -> None:
+    """Untimed: the warm-up write built the write check's pool; past ``text_vectors.INLINE_FILL`` texts a detached
+    process fills its decisions' vectors (lore.curate.text_vectors). The rounds measure the writes after it."""
+    started = time.monotonic()
+    while list((cache / "write-check").glob("*.filling")) and time.monotonic() - started < 300:
+        time.sleep(0.1)
+    waited = time.monotonic() - started
+    if waited >= 0.1:
+        notes.append(f"the write check's vectors were filled {waited:.1f} s after the warm-up write (untimed)")
+
+
+def _helper_writes(env: Mapping[str, str]) -> int:
+    """The writes the helper of the index in ``env`` ran, from its status file in ``env``'s cache dir."""
+    from lore.agent.client import _key
+
+    try:
+        status = json.loads((Path(env["LORE_CACHE_DIR"]) / "server" / f"{_key(Path(env['LORE_INDEX_DIR']))}.json").read_text())
+    except (OSError, ValueError):
+        return 0
+    return int(status.get("writes", 0)) if isinstance(status, dict) else 0
