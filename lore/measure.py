@@ -1,8 +1,8 @@
 """`lore bench`: what lore costs on your own store, timed the way the project's harness times it.
 
 ``measure_store`` reads the configured data dir and never writes to it, nor to the
-index, state or cache dirs it uses: every measured process runs on a temporary copy
-of the live index generation (brought up to date there by the first ``lore index``)
+index, state or cache dirs it uses: the writes it times go to a temporary copy of the
+data dir, and every measured process runs on a temporary copy of the live index generation (brought up to date there by the first ``lore index``)
 with temporary state and cache dirs (the hook's session memory and the access log it
 appends go there; the access log is copied in first, so reinforcement ranks as it
 does for you). The warm-helper row starts a helper of its own on that copy, when the
@@ -216,12 +216,14 @@ def _hook_rounds(name: str, lore: list[str], env: dict[str, str], cwd: Path, que
 
 
 def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, helper: bool = True,
-                  progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
-    """Time search, the prompt hook (cold and warm) and ``lore index`` on the store in ``data_dir``, read only.
+                  writes: bool = True, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
+    """Time search, the prompt hook (cold and warm), ``lore index`` and the writes on the store in ``data_dir``, read only.
 
-    ``helper``: whether to time the prompt hook answered by a warm helper (one started
-    on the copy for the purpose). Each whole-process command runs ``runs`` rounds after a
-    warm-up round, interleaved with ``python -c pass`` so the ratios share the machine's load.
+    ``helper``: whether to time the prompt hook (and the writes) answered by a warm helper
+    (one started on the copy for the purpose). ``writes``: whether to time the write
+    commands, on a copy of the data dir (``time_writes``). Each whole-process command runs
+    ``runs`` rounds after a warm-up round, interleaved with ``python -c pass`` so the ratios
+    share the machine's load.
     """
     from lore.agent import client
     from lore.index.layout import tree_size
@@ -289,11 +291,44 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
         if not _has_bytecode() and os.environ.get("PYTHONDONTWRITEBYTECODE"):
             result["notes"].append("lore's modules have no bytecode and PYTHONDONTWRITEBYTECODE is set: every lore "
                                    "process compiles them first (a wheel installed by pip has it)")  # fmt: skip
+        if writes:
+            result["writes"] = _writes_on_copy(locations.data_dir, copy.index_dir, snapshot, lore, env, work, runs,
+                                               helper=helper, progress=progress)  # fmt: skip
         yours = client.read_status(index_dir, settings)
         result["your_helper"] = {"running": yours is not None, "pid": yours.get("pid") if yours else None}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _writes_on_copy(data_dir: Path, index_dir: Path, snapshot: Any, lore: list[str], env: dict[str, str], work: Path,
+                    runs: int, *, helper: bool, progress: Progress) -> dict[str, Any]:  # fmt: skip
+    """``time_writes`` on a copy of ``data_dir`` (its git history left out) and the index copy, re-pointed at it.
+
+    The writes are your records' own titles and bodies again, with ``--force``: the duplicate
+    check runs (and finds them) as on a new record, then the copy takes them anyway.
+    """
+    import itertools
+
+    from lore.index.layout import META
+    from lore.index.manager import IndexManager
+    from lore.paths import Locations
+    from lore.store.fileio import atomic_write
+
+    data = work / "data"
+    progress("writes: copying your data")
+    shutil.copytree(data_dir, data, ignore=shutil.ignore_patterns(".git"))  # copy2: the index's manifest still matches
+    found = IndexManager(Locations(Path(), index_dir, Path())).read_meta()
+    if found is not None:
+        directory, meta = found
+        atomic_write(directory / META, meta._replace(data_dir=str(data.resolve())).to_json())
+    records = [r for r in snapshot.records.values() if r.active and r.title.strip()]
+    texts = itertools.cycle([(r.title, str(r.fields().get("body") or "")) for r in records[: max(1, WRITES_PER_ROUND * (runs + 1))]])
+    write_env = {**env, "LORE_DATA_DIR": str(data)}
+    if not helper:
+        write_env["LORE_SERVER"] = "off"
+    timed = time_writes(lore, write_env, work / "cwd", texts, runs, force=True, helper=helper, progress=progress)
+    return timed
 
 
 def _copy_env(copy: Locations, work: Path) -> dict[str, str]:
@@ -344,7 +379,7 @@ def write_row(kind: str, warm: bool) -> str:
 
 
 def time_writes(lore: list[str], env: dict[str, str], cwd: Path, texts: Iterator[tuple[str, str]], runs: int, *,
-                force: bool = False, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
+                force: bool = False, helper: bool = True, progress: Progress = _quiet) -> dict[str, Any]:  # fmt: skip
     """Whole-process `lore remember`, `learn`, `lesson` and `handoff`, without and then with a warm helper.
 
     ``env`` names the (writable) data, index, state and cache dirs. Each phase runs
@@ -377,6 +412,8 @@ def time_writes(lore: list[str], env: dict[str, str], cwd: Path, texts: Iterator
 
     for kind in WRITE_KINDS:
         phase(kind, warm=False)
+    if not helper:
+        return {"commands": {row: _write_figures(got, floors[row]) for row, got in samples.items()}, "notes": notes}
     subprocess.run([*lore, "index"], env=env, cwd=cwd, capture_output=True, check=False)  # the helper serves a current index
     on = {**env, "LORE_SERVER": "on"}
     started = subprocess.run([*lore, "server", "start", "--idle", "300"], env=on, cwd=cwd, capture_output=True,

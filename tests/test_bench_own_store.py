@@ -25,12 +25,16 @@ from lore.measure import (
     INDEX_NOOP,
     SEARCH,
     sample_queries,
+    write_row,
 )
 
 FIGURES = {"p50", "p95", "min", "max", "n"}
 PROCESS_FIGURES = FIGURES | {"ratio_to_python", "p95_ratio_to_python", "failures", "injected_share"}
 KEYS = {"data_dir", "index_dir", "records", "index_bytes", "index", "runs", "queries", "timings", "notes",
-        "first_search_ms", "your_helper", "prompts"}  # fmt: skip
+        "first_search_ms", "your_helper", "prompts", "writes"}  # fmt: skip
+WRITE_FIGURES = FIGURES | {"python -c pass p50", "ratio_to_python_floor", "cpu_ms_p50", "python -c pass cpu_ms_p50",
+                           "peak_rss_mib", "exit_codes"}  # fmt: skip
+KINDS = ("remember", "learn", "lesson", "handoff")
 
 
 def tree(*roots: Path) -> dict[str, tuple[int, str]]:
@@ -84,6 +88,11 @@ def test_the_figures_of_a_store_with_the_helper_off(indexed: Path, cli, private_
     assert timings[HOOK_COLD]["failures"] == 0 and timings[INDEX_FIRST]["mode"] == "up-to-date"
     assert any("warm helper not timed" in note for note in got["notes"])
     assert got["your_helper"] == {"running": False, "pid": None}
+    # The writes, on a copy of the data: each kind without a helper (the hooks start none here), each run written.
+    writes = got["writes"]["commands"]
+    assert list(writes) == [write_row(kind, warm=False) for kind in KINDS], got["writes"]["notes"]
+    for figures in writes.values():
+        assert set(figures) == WRITE_FIGURES and figures["exit_codes"] == {"0": 2} and figures["n"] == 2
 
 
 def test_the_table(indexed: Path, cli, private_tmp: Path) -> None:  # type: ignore[no-untyped-def]
@@ -95,8 +104,8 @@ def test_the_table(indexed: Path, cli, private_tmp: Path) -> None:  # type: igno
     assert lines[1] == "lore on your store (ms)"
     header = next(line for line in lines if "measure" in line)
     assert [cell.strip() for cell in header.strip("┃").split("┃")] == ["measure", "p50", "p95", "x python", "n", "note"]
-    rows = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
-    assert rows == [SEARCH, FLOOR, HOOK_COLD, INDEX_FIRST, INDEX_NOOP]
+    rows = [line.split("│")[1].strip() for line in lines if line.startswith("│") and line.split("│")[1].strip()]
+    assert rows == [SEARCH, FLOOR, HOOK_COLD, INDEX_FIRST, INDEX_NOOP, *(write_row(kind, warm=False) for kind in KINDS)]
     assert "first search in process (opens the index, loads the model): " in result.stdout
     assert "your warm helper: not running" in result.stdout
 
@@ -109,16 +118,16 @@ def test_a_stale_index_is_refreshed_in_the_copy_only(indexed: Path, cli, private
     capture.remember(Store(indexed, actor="test"), "Pin the Redis client to 5.x until the cluster upgrade lands",
                      project="acme-api", options=WriteOptions(check_duplicates=False))  # fmt: skip
     before = tree(*user_dirs())
-    got = bench_json(cli)
+    got = bench_json(cli, "--no-writes")
     assert tree(*user_dirs()) == before
-    assert got["records"] == 24 and got["index"] != "up to date"
+    assert got["records"] == 24 and got["index"] != "up to date" and "writes" not in got
     assert got["timings"][INDEX_FIRST]["mode"] not in ("up-to-date", "full")
 
 
 def test_without_an_index_the_copy_is_built(indexed: Path, cli, private_tmp: Path) -> None:  # type: ignore[no-untyped-def]
     shutil.rmtree(os.environ["LORE_INDEX_DIR"])
     before = tree(*user_dirs())
-    got = bench_json(cli)
+    got = bench_json(cli, "--no-writes")
     assert tree(*user_dirs()) == before and not Path(os.environ["LORE_INDEX_DIR"]).exists()
     assert (got["index"], got["index_bytes"], got["timings"][INDEX_FIRST]["mode"]) == ("no usable index", 0, "full")
     assert any("no usable index" in note for note in got["notes"])
@@ -139,6 +148,10 @@ def test_with_the_helper_on_the_warm_hook_is_timed_on_a_helper_of_its_own(indexe
     assert timings[HOOK_TRIVIAL]["injected_share"] == 0
     assert timings[HOOK_WARM]["failures"] == 0 and timings[FLOOR]["n"] == 4  # a floor beside each hook round
     assert not any("warm helper" in note for note in got["notes"])
+    writes = got["writes"]
+    assert list(writes["commands"]) == [write_row(kind, warm) for warm in (False, True) for kind in KINDS], writes["notes"]
+    assert all(figures["exit_codes"] == {"0": 2} for figures in writes["commands"].values())
+    assert not any("the helper ran" in note for note in writes["notes"])  # every warm write was the helper's
 
 
 def test_an_empty_store_and_a_missing_one_are_clear_errors(data_dir: Path, cli) -> None:  # type: ignore[no-untyped-def]
