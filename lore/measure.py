@@ -153,6 +153,13 @@ def _timed(samples: Sequence[Sample], floor: float | None) -> dict[str, Any]:
     return figures
 
 
+def _bytecode_note() -> list[str]:
+    if not _has_bytecode() and os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return ["lore's modules have no bytecode and PYTHONDONTWRITEBYTECODE is set: every lore process compiles "
+                "them first (a wheel installed by pip has it)"]  # fmt: skip
+    return []
+
+
 def _has_bytecode() -> bool:
     """Whether lore's package was compiled (a process that finds no bytecode compiles each module it imports)."""
     import importlib.util
@@ -256,10 +263,7 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
     try:
         if not copy_index(index_dir, copy.index_dir):
             result["notes"].append("no usable index: the first `lore index` built one in the temporary copy")
-        access = locations.access_log
-        if access.is_file():
-            (state / "access").mkdir()
-            shutil.copy(access, state / "access" / access.name)
+        _copy_access_log(locations, state)  # reinforcement ranks as it does for you
 
         progress("lore index on the copy")
         timings.update(_time_index(lore, env, cwd, runs))
@@ -269,7 +273,6 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
         timings[SEARCH] = summary(searched)
 
         floors: list[float] = []  # `python -c pass`, once in every round of either hook
-
         trivial: list[Sample] = []
 
         def rounds(name: str, command_env: dict[str, str]) -> list[Sample]:
@@ -288,9 +291,7 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
         if warm:
             timings[HOOK_WARM] = _timed(warm, floor)
             timings[HOOK_TRIVIAL] = _timed(trivial, floor)
-        if not _has_bytecode() and os.environ.get("PYTHONDONTWRITEBYTECODE"):
-            result["notes"].append("lore's modules have no bytecode and PYTHONDONTWRITEBYTECODE is set: every lore "
-                                   "process compiles them first (a wheel installed by pip has it)")  # fmt: skip
+        result["notes"].extend(_bytecode_note())
         if writes:
             result["writes"] = _writes_on_copy(locations.data_dir, copy.index_dir, snapshot, lore, env, work, runs,
                                                helper=helper, progress=progress)  # fmt: skip
@@ -299,6 +300,13 @@ def measure_store(locations: Locations, settings: Settings, *, runs: int = 10, h
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def _copy_access_log(locations: Locations, state: Path) -> None:
+    access = locations.access_log
+    if access.is_file():
+        (state / "access").mkdir()
+        shutil.copy(access, state / "access" / access.name)
 
 
 def _writes_on_copy(data_dir: Path, index_dir: Path, snapshot: Any, lore: list[str], env: dict[str, str], work: Path,

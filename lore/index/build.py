@@ -300,6 +300,8 @@ class Builder:
 # (0.1-0.2 s more CPU with the worker). Chunks of texts are what the two sides claim.
 EMBED_PROCESS_THRESHOLD = 1500
 EMBED_CHUNK = 512
+# Where the builder names the new generation's docs for the worker (``EmbeddingJob.docs_written``).
+HOOK_FILES = "hook-files.json"
 
 
 def claim(workdir: Path, chunk: int) -> bool:
@@ -376,8 +378,6 @@ class EmbeddingJob:
         if self._work is None or self._ordered:
             return
         import orjson
-
-        from lore.index.build_worker import HOOK_FILES
 
         self._ordered = True
         order = self._work / HOOK_FILES

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import orjson
 
-HOOK_FILES = "hook-files.json"
 # How long the worker waits for the builder's docs once it has embedded its share: the builder
 # writes them before embedding the chunks left, so only a stalled builder is waited for this long.
 HOOK_FILES_WAIT_S = 120.0
@@ -78,6 +77,8 @@ def main(argv: list[str]) -> int:
 
 def _hook_files(workdir: Path, model: str | None, identity: str) -> float | None:
     """Write the cold hook's files once the builder has named its docs (the seconds it took); None before."""
+    from lore.index.build import HOOK_FILES
+
     try:
         order = orjson.loads((workdir / HOOK_FILES).read_bytes())
     except (OSError, ValueError):
