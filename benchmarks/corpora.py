@@ -155,12 +155,15 @@ def commit_raws(commits: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], di
             duplicates += 1
             continue
         mapping[record_id] = commit["sha"]
-        subject = str(commit.get("subject") or "").strip() or commit["sha"][:12]
-        raws.append(decision_raw(
-            record_id, str(commit["date"]), subject, strip_trailers(str(commit.get("body") or "")),
-            tags=[str(f) for f in commit.get("files") or []], project="git",
-        ))  # fmt: skip
+        raws.append(commit_raw(commit, record_id))
     return raws, mapping, duplicates
+
+
+def commit_raw(commit: dict[str, Any], record_id: str) -> dict[str, Any]:
+    """The decision of one commit: its subject, its message without trailers, its files as tags."""
+    subject = str(commit.get("subject") or "").strip() or commit["sha"][:12]
+    return decision_raw(record_id, str(commit["date"]), subject, strip_trailers(str(commit.get("body") or "")),
+                        tags=[str(f) for f in commit.get("files") or []], project="git")  # fmt: skip
 
 
 def commit_raws_at_least(shared: Path, count: int) -> list[dict[str, Any]]:
@@ -179,11 +182,7 @@ def commit_raws_at_least(shared: Path, count: int) -> list[dict[str, Any]]:
             if record_id in mapping or len(record_id) < 12:
                 continue
             mapping[record_id] = commit["sha"]
-            subject = str(commit.get("subject") or "").strip() or commit["sha"][:12]
-            raws.append(decision_raw(
-                record_id, str(commit["date"]), subject, strip_trailers(str(commit.get("body") or "")),
-                tags=[str(f) for f in commit.get("files") or []], project="git",
-            ))  # fmt: skip
+            raws.append(commit_raw(commit, record_id))
             if len(raws) >= count:
                 break
         passes += 1
