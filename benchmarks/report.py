@@ -238,7 +238,7 @@ def latency_table(size: str, result: dict[str, Any], store: str = "synthetic") -
 
 
 def writes_table(size: str, result: dict[str, Any], store: str = "synthetic") -> Table:
-    """`lore remember` without and with the warm helper, each beside its own `python -c pass`; MCP remember."""
+    """Each write command without and with the warm helper, each beside its own `python -c pass`; MCP remember."""
     table = Table(title=f"Write latency at {int(size):,} decisions{store_label(store)}, whole process ({result['runs']} runs after a warm-up, "
                         "alternating with python -c pass)")  # fmt: skip
     for column in ("command", "p50 ms", "p95 ms", "python -c pass p50 ms", "x python floor", "CPU p50 ms", "peak RSS MiB",
