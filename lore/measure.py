@@ -2,8 +2,9 @@
 
 ``measure_store`` reads the configured data dir and never writes to it, nor to the
 index, state or cache dirs it uses: the writes it times go to a temporary copy of the
-data dir, and every measured process runs on a temporary copy of the live index generation (brought up to date there by the first ``lore index``)
-with temporary state and cache dirs (the hook's session memory and the access log it
+data dir, and every measured process runs on a temporary copy of the live index
+generation (brought up to date there by the first ``lore index``) with temporary state
+and cache dirs (the hook's session memory and the access log it
 appends go there; the access log is copied in first, so reinforcement ranks as it
 does for you). The warm-helper row starts a helper of its own on that copy, when the
 settings let the hooks start one, and stops it afterwards.
@@ -332,11 +333,8 @@ def _writes_on_copy(data_dir: Path, index_dir: Path, snapshot: Any, lore: list[s
         atomic_write(directory / META, meta._replace(data_dir=str(data.resolve())).to_json())
     records = [r for r in snapshot.records.values() if r.active and r.title.strip()]
     texts = itertools.cycle([(r.title, str(r.fields().get("body") or "")) for r in records[: max(1, WRITES_PER_ROUND * (runs + 1))]])
-    write_env = {**env, "LORE_DATA_DIR": str(data)}
-    if not helper:
-        write_env["LORE_SERVER"] = "off"
-    timed = time_writes(lore, write_env, work / "cwd", texts, runs, force=True, helper=helper, progress=progress)
-    return timed
+    write_env = {**env, "LORE_DATA_DIR": str(data)}  # LORE_SERVER=off, as for every timed process (``_copy_env``)
+    return time_writes(lore, write_env, work / "cwd", texts, runs, force=True, helper=helper, progress=progress)
 
 
 def _copy_env(copy: Locations, work: Path) -> dict[str, str]:
@@ -420,30 +418,36 @@ def time_writes(lore: list[str], env: dict[str, str], cwd: Path, texts: Iterator
 
     for kind in WRITE_KINDS:
         phase(kind, warm=False)
-    if not helper:
-        return {"commands": {row: _write_figures(got, floors[row]) for row, got in samples.items()}, "notes": notes}
+    def warm_phases() -> None:
+        for kind in WRITE_KINDS:
+            phase(kind, warm=True)
+
+    if helper:
+        _with_helper(lore, env, cwd, warm_phases, len(WRITE_KINDS) * (runs + 1), notes)
+    return {"commands": {row: _write_figures(got, floors[row]) for row, got in samples.items()}, "notes": notes}
+
+
+def _with_helper(lore: list[str], env: dict[str, str], cwd: Path, phases: Callable[[], None], sent: int,
+                 notes: list[str]) -> None:  # fmt: skip
+    """Run ``phases`` (``sent`` writes) with a warm helper started for them on a current index, then stopped."""
     subprocess.run([*lore, "index"], env=env, cwd=cwd, capture_output=True, check=False)  # the helper serves a current index
     on = {**env, "LORE_SERVER": "on"}
     started = subprocess.run([*lore, "server", "start", "--idle", "300"], env=on, cwd=cwd, capture_output=True,
                              check=False, timeout=300)  # fmt: skip
-    if started.returncode == 0:
-        try:
-            before = _helper_writes(env)
-            for kind in WRITE_KINDS:
-                phase(kind, warm=True)
-            sent = len(WRITE_KINDS) * (runs + 1)
-            deadline = time.monotonic() + 30  # the helper counts a write just after answering it
-            while _helper_writes(env) - before < sent and time.monotonic() < deadline:
-                time.sleep(0.02)
-            answered = _helper_writes(env) - before
-            if answered < sent:
-                notes.append(f"the helper ran {answered} of the {sent} writes (the others ran in their own process)")
-        finally:
-            subprocess.run([*lore, "server", "stop"], env=on, cwd=cwd, capture_output=True, check=False, timeout=60)
-    else:
+    if started.returncode != 0:
         notes.append("lore server start failed: " + started.stderr.decode(errors="replace")[-300:])
-    commands = {row: _write_figures(got, floors[row]) for row, got in samples.items()}
-    return {"commands": commands, "notes": notes}
+        return
+    try:
+        before = _helper_writes(env)
+        phases()
+        deadline = time.monotonic() + 30  # the helper counts a write just after answering it
+        while _helper_writes(env) - before < sent and time.monotonic() < deadline:
+            time.sleep(0.02)
+        answered = _helper_writes(env) - before
+        if answered < sent:
+            notes.append(f"the helper ran {answered} of the {sent} writes (the others ran in their own process)")
+    finally:
+        subprocess.run([*lore, "server", "stop"], env=on, cwd=cwd, capture_output=True, check=False, timeout=60)
 
 
 def _write_figures(got: list[Sample], floors: list[Sample]) -> dict[str, Any]:

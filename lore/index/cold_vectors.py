@@ -654,12 +654,10 @@ def prepare(directory: Path, meta: GenerationMeta) -> None:
     write_hook_files(directory, directory / docs if docs else None, meta.model_spec, meta.model)
 
 
-def write_hook_files(directory: Path, docs: Path | None, configured: str | None, identity: str,
-                     encoder: Any = None) -> None:  # fmt: skip
+def write_hook_files(directory: Path, docs: Path | None, configured: str | None, identity: str) -> None:
     """The cold hook's token cache and the passage tokens of ``docs``, for the model embedded with (``identity``).
 
-    ``configured``: ``Settings.embed_model`` (None: the bundled model); ``encoder``: its
-    ``QueryEncoder`` when the caller has one loaded. Nothing for a model this module cannot
+    ``configured``: ``Settings.embed_model`` (None: the bundled model). Nothing for a model this module cannot
     read (not a local model2vec directory, or no longer the one configured); a failure to
     write is left to the first cold answer.
     """
@@ -674,7 +672,7 @@ def write_hook_files(directory: Path, docs: Path | None, configured: str | None,
         if docs is not None and PassageTokens.load(passages, identity, docs) is None:
             from lore.embedder import QueryEncoder, get_query_encoder
 
-            encoder = encoder or get_query_encoder(spec)
+            encoder = get_query_encoder(spec)  # cached: in the build's worker, the one that embedded
             if isinstance(encoder, QueryEncoder) and encoder.pure is not None and encoder.pure.by_word:
                 write_passage_tokens(passages, docs, identity, encoder.tokenizer, encoder.pure,
                                      encoder.max_length, encoder.median_token_length)  # fmt: skip
