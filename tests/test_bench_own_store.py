@@ -194,6 +194,9 @@ def test_lore_bench_as_a_user_runs_it_a_process_of_its_own(indexed: Path) -> Non
     assert done.returncode == 0, done.stderr.decode(errors="replace")
     got = orjson.loads(done.stdout)
     assert set(got) == KEYS and got["records"] == 23 and got["timings"][HOOK_COLD]["failures"] == 0
+    writes = got["writes"]["commands"]  # real write processes, on the copy of the data
+    assert list(writes) == [write_row(kind, warm=False) for kind in KINDS]
+    assert all(figures["exit_codes"] == {"0": 1} for figures in writes.values()), writes
     assert tree(*user_dirs()) == before
-    assert list(scratch.iterdir()) == []  # its temporary copy is gone
+    assert list(scratch.iterdir()) == []  # its temporary copies are gone
     scratch.rmdir()
